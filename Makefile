@@ -1,0 +1,46 @@
+# sdnmpi: `make test` and `make demo` set up everything they need, idempotently.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SHARED ?= $(abspath ../shared)
+CG_TRACE := $(SHARED)/workloads/pfsim-traces/cg-c-128.tar.gz
+
+.PHONY: all test demo lint typecheck unit deps venv clean help
+
+all: test
+
+help:
+	@echo "make demo   install what is missing, then run the main end-to-end job"
+	@echo "make test   install what is missing, then run lint, type checks and all tests"
+
+# System packages (apt), installed only when missing; the list grows with the project.
+deps:
+	@scripts/install-system-deps.sh
+
+$(STAMP): pyproject.toml | deps
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest -q
+
+test: lint typecheck unit
+
+demo: $(STAMP)
+	@scripts/demo.sh
+
+clean:
+	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The ``sdnmpi`` command line (typer + rich)."""

@@ -1,0 +1,222 @@
+"""Schedules: the exact messages an MPI collective algorithm sends, step by step.
+
+A :class:`Schedule` is what an algorithm module returns.  Each :class:`Step` is a
+set of messages that the algorithm issues concurrently (one round of
+send/recv or sendrecv); a message carries *element segments* of the collective's
+data space, so a schedule can be executed symbolically
+(:mod:`sdnmpi.core.collectives.verify`) to prove that it computes the collective,
+and converted to a :class:`~sdnmpi.core.pattern.Pattern` (one phase per step) for
+routing and simulation.
+
+Data spaces (elements of ``type_bytes`` bytes each; ``count`` is the MPI count):
+
+=================  ==========================  ====================================
+collective         element space               meaning of element ``e``
+=================  ==========================  ====================================
+bcast              ``count``                   the root's buffer
+reduce, allreduce  ``count``                   every rank's vector (reduced)
+reduce_scatter     ``nprocs * count``          block ``r`` is rank ``r``'s result
+allgather, gather  ``nprocs * count``          block ``r`` is rank ``r``'s data
+scatter            ``nprocs * count``          block ``r`` goes to rank ``r``
+alltoall           ``nprocs * nprocs * count`` block ``i*nprocs+j`` goes i -> j
+barrier            ``nprocs``                  "rank r has arrived"
+=================  ==========================  ====================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sdnmpi.core.pattern import Pattern, Phase
+from sdnmpi.errors import PatternError
+
+#: How the receiver treats the elements of a message.
+#: ``copy``: store the sender's values; ``reduce``: combine them with its own;
+#: ``notify``: a zero-byte synchronization message (barrier), the receiver learns
+#: everything the sender knows.
+MessageOp = Literal["copy", "reduce", "notify"]
+
+Segment = tuple[int, int]  # half-open element range [lo, hi)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One point-to-point message of a collective algorithm."""
+
+    src: int
+    dst: int
+    segments: tuple[Segment, ...]
+    op: MessageOp = "copy"
+    type_bytes: int = 1
+
+    @property
+    def elements(self) -> int:
+        """Number of elements carried."""
+        return sum(hi - lo for lo, hi in self.segments)
+
+    @property
+    def size_bytes(self) -> int:
+        """Payload bytes on the wire (0 for a pure synchronization message)."""
+        return self.elements * self.type_bytes
+
+
+@dataclass(frozen=True)
+class Step:
+    """Messages issued concurrently; ``label`` names the algorithm stage."""
+
+    label: str
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The full message schedule of one collective call.
+
+    ``count`` is the MPI element count as defined per collective in the module
+    docstring, ``type_bytes`` the datatype size; ``root`` is ``None`` for rootless
+    collectives.
+    """
+
+    collective: str
+    algorithm: str
+    nprocs: int
+    count: int
+    type_bytes: int = 1
+    root: int | None = None
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+    params: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def size_bytes(self) -> int:
+        """The call's message size in bytes (``count * type_bytes``)."""
+        return self.count * self.type_bytes
+
+    def messages(self) -> Iterable[Message]:
+        """All messages in step order."""
+        for step in self.steps:
+            yield from step.messages
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes sent by all ranks over all steps."""
+        return sum(m.size_bytes for m in self.messages())
+
+    def bytes_sent(self) -> list[int]:
+        """Bytes sent per rank."""
+        out = [0] * self.nprocs
+        for m in self.messages():
+            out[m.src] += m.size_bytes
+        return out
+
+    def bytes_received(self) -> list[int]:
+        """Bytes received per rank."""
+        out = [0] * self.nprocs
+        for m in self.messages():
+            out[m.dst] += m.size_bytes
+        return out
+
+    def to_pattern(self, name: str | None = None) -> Pattern:
+        """One phase per step, labelled ``MPI_<Coll> <algorithm>: <stage> (step i/n)``."""
+        title = _MPI_NAMES.get(self.collective, self.collective)
+        n = len(self.steps)
+        phases = tuple(
+            Phase.from_arrays(
+                f"{title} {self.algorithm}: {step.label} (step {i + 1}/{n})",
+                [m.src for m in step.messages],
+                [m.dst for m in step.messages],
+                [m.size_bytes for m in step.messages],
+                [1] * len(step.messages),
+            )
+            for i, step in enumerate(self.steps)
+        )
+        meta = {
+            "collective": self.collective,
+            "algorithm": self.algorithm,
+            "count": self.count,
+            "type_bytes": self.type_bytes,
+            "root": self.root,
+            **dict(self.params),
+        }
+        return Pattern(name or f"{title} ({self.algorithm})", self.nprocs, phases, None, meta)
+
+
+_MPI_NAMES = {
+    "bcast": "MPI_Bcast",
+    "reduce": "MPI_Reduce",
+    "allreduce": "MPI_Allreduce",
+    "allgather": "MPI_Allgather",
+    "alltoall": "MPI_Alltoall",
+    "gather": "MPI_Gather",
+    "scatter": "MPI_Scatter",
+    "reduce_scatter": "MPI_Reduce_scatter_block",
+    "barrier": "MPI_Barrier",
+}
+
+
+class ScheduleBuilder:
+    """Collects messages step by step; algorithm modules use it to build a Schedule.
+
+    >>> b = ScheduleBuilder("bcast", "demo", nprocs=2, count=4)
+    >>> b.step("send", [b.msg(0, 1, [(0, 4)])])
+    >>> b.build().total_bytes
+    4
+    """
+
+    def __init__(
+        self,
+        collective: str,
+        algorithm: str,
+        *,
+        nprocs: int,
+        count: int,
+        type_bytes: int = 1,
+        root: int | None = None,
+    ) -> None:
+        if nprocs < 1:
+            raise PatternError(f"{collective}: nprocs must be >= 1, got {nprocs}")
+        if count < 0:
+            raise PatternError(f"{collective}: count must be >= 0, got {count}")
+        if type_bytes < 1:
+            raise PatternError(f"{collective}: type_bytes must be >= 1, got {type_bytes}")
+        if root is not None and not 0 <= root < nprocs:
+            raise PatternError(f"{collective}: root {root} out of range for {nprocs} processes")
+        self.collective = collective
+        self.algorithm = algorithm
+        self.nprocs = nprocs
+        self.count = count
+        self.type_bytes = type_bytes
+        self.root = root
+        self._steps: list[Step] = []
+        self._params: list[tuple[str, int]] = []
+
+    def msg(
+        self, src: int, dst: int, segments: Iterable[Segment], op: MessageOp = "copy"
+    ) -> Message:
+        """A message of this schedule's datatype; empty segments are dropped."""
+        segs = tuple((lo, hi) for lo, hi in segments if hi > lo)
+        return Message(src, dst, segs, op, self.type_bytes)
+
+    def step(self, label: str, messages: Iterable[Message]) -> None:
+        """Append a step (skipped if it has no message)."""
+        msgs = tuple(messages)
+        if msgs:
+            self._steps.append(Step(label, msgs))
+
+    def param(self, name: str, value: int) -> None:
+        """Record an algorithm parameter (segment size, throttle, ...) in the schedule."""
+        self._params.append((name, value))
+
+    def build(self) -> Schedule:
+        """The finished schedule."""
+        return Schedule(
+            self.collective,
+            self.algorithm,
+            self.nprocs,
+            self.count,
+            self.type_bytes,
+            self.root,
+            tuple(self._steps),
+            tuple(self._params),
+        )
