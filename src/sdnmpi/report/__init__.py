@@ -1,0 +1,1 @@
+"""Reports: the only part that draws plots and writes them to files."""
