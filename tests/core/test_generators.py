@@ -34,7 +34,9 @@ def graph(t: Topology) -> nx.Graph:
     return g
 
 
-@pytest.mark.parametrize(("spines", "leaves", "hpl", "up"), [(2, 4, 6, 1), (4, 8, 4, 2), (1, 2, 3, 3), (3, 5, 7, 1)])
+@pytest.mark.parametrize(
+    ("spines", "leaves", "hpl", "up"), [(2, 4, 6, 1), (4, 8, 4, 2), (1, 2, 3, 3), (3, 5, 7, 1)]
+)
 def test_leaf_spine_sizes_and_degrees(spines, leaves, hpl, up):
     t = leaf_spine(spines, leaves, hpl, uplinks_per_pair=up)
     assert len(t.hosts) == leaves * hpl
@@ -107,7 +109,10 @@ def test_fat_tree_is_the_xgft_it_should_be():
     assert nx.is_isomorphic(a, b)
 
 
-@pytest.mark.parametrize(("h", "m", "w"), [(1, [4], [1]), (2, [4, 4], [1, 2]), (2, [3, 5], [2, 3]), (3, [2, 2, 4], [1, 2, 2])])
+@pytest.mark.parametrize(
+    ("h", "m", "w"),
+    [(1, [4], [1]), (2, [4, 4], [1, 2]), (2, [3, 5], [2, 3]), (3, [2, 2, 4], [1, 2, 2])],
+)
 def test_xgft_sizes(h, m, w):
     t = xgft(h, m, w)
     prod = lambda xs: __import__("math").prod(xs)  # noqa: E731

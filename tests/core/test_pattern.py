@@ -21,7 +21,10 @@ cells_st = st.lists(
 
 def test_duplicates_merge_and_cells_sort():
     p = Phase.from_cells("x", [(2, 1, 5), (0, 3, 1), (2, 1, 7)])
-    assert [(c.src, c.dst, c.size_bytes, c.messages) for c in p.cells()] == [(0, 3, 1, 1), (2, 1, 12, 2)]
+    assert [(c.src, c.dst, c.size_bytes, c.messages) for c in p.cells()] == [
+        (0, 3, 1, 1),
+        (2, 1, 12, 2),
+    ]
     assert p.total_bytes == 13 and p.total_messages == 3
 
 
@@ -33,7 +36,11 @@ def test_arrays_are_read_only():
 
 @pytest.mark.parametrize(
     ("cells", "message"),
-    [([(0, 1, -5)], "negative bytes"), ([(-1, 1, 5)], "negative rank"), ([Cell(0, 1, 5, -1)], "negative messages")],
+    [
+        ([(0, 1, -5)], "negative bytes"),
+        ([(-1, 1, 5)], "negative rank"),
+        ([Cell(0, 1, 5, -1)], "negative messages"),
+    ],
 )
 def test_negative_values_are_rejected(cells, message):
     with pytest.raises(PatternError, match=message):
@@ -126,17 +133,30 @@ def test_property_aggregation_conserves_remote_bytes(cells, seed):
 def test_netsa_classification_by_average_packet_size():
     ph = Phase.from_cells(
         "x",
-        [Cell(0, 1, 42752734, 35346), Cell(0, 2, 9394, 81), Cell(1, 2, 500 * 10, 10), Cell(2, 0, 0, 0)],
+        [
+            Cell(0, 1, 42752734, 35346),
+            Cell(0, 2, 9394, 81),
+            Cell(1, 2, 500 * 10, 10),
+            Cell(2, 0, 0, 0),
+        ],
     )
     p = classify(Pattern("allreduce", 3, (ph,)), Thresholds(1100, 120, 2))
     kinds = {(c.src, c.dst): (c.kind, c.max_hops) for c in p.phases[0].cells()}
-    assert kinds == {(0, 1): ("bandwidth", 0), (0, 2): ("latency", 2), (1, 2): (None, 0), (2, 0): (None, 0)}
+    assert kinds == {
+        (0, 1): ("bandwidth", 0),
+        (0, 2): ("latency", 2),
+        (1, 2): (None, 0),
+        (2, 0): (None, 0),
+    }
 
 
 def test_explicit_annotations_win_unless_told_otherwise():
     ph = Phase.from_cells("x", [Cell(0, 1, 100, 10, "bandwidth")])
     assert next(classify(Pattern("p", 2, (ph,))).phases[0].cells()).kind == "bandwidth"
-    assert next(classify(Pattern("p", 2, (ph,)), keep_explicit=False).phases[0].cells()).kind == "latency"
+    assert (
+        next(classify(Pattern("p", 2, (ph,)), keep_explicit=False).phases[0].cells()).kind
+        == "latency"
+    )
     with pytest.raises(PatternError, match="must not exceed"):
         Thresholds(bandwidth=100, latency=200)
 

@@ -11,8 +11,15 @@ from sdnmpi.errors import TopologyError
 G = 1e9
 
 
-def small(links: list[Link] | None = None, hosts: list[Host] | None = None, switches: list[Switch] | None = None) -> Topology:
-    hosts = hosts or [Host("a", "02:00:00:00:00:01", "10.0.0.1"), Host("b", "02:00:00:00:00:02", "10.0.0.2")]
+def small(
+    links: list[Link] | None = None,
+    hosts: list[Host] | None = None,
+    switches: list[Switch] | None = None,
+) -> Topology:
+    hosts = hosts or [
+        Host("a", "02:00:00:00:00:01", "10.0.0.1"),
+        Host("b", "02:00:00:00:00:02", "10.0.0.2"),
+    ]
     switches = switches or [Switch("s1", 1)]
     links = links if links is not None else [Link("a", "s1", 1, 1, G), Link("b", "s1", 1, 2, G)]
     return Topology("t", tuple(hosts), tuple(switches), tuple(links))
@@ -66,8 +73,10 @@ def test_duplicate_names_macs_and_dpids_are_rejected():
     with pytest.raises(TopologyError, match="duplicate MAC"):
         small(hosts=[Host("a", "02:00:00:00:00:01"), Host("b", "02:00:00:00:00:01")])
     with pytest.raises(TopologyError, match="duplicate dpid 1"):
-        small(switches=[Switch("s1", 1), Switch("s2", 1)], links=[
-            Link("a", "s1", 1, 1, G), Link("b", "s1", 1, 2, G), Link("s1", "s2", 3, 1, G)])
+        small(
+            switches=[Switch("s1", 1), Switch("s2", 1)],
+            links=[Link("a", "s1", 1, 1, G), Link("b", "s1", 1, 2, G), Link("s1", "s2", 3, 1, G)],
+        )
 
 
 def test_invalid_host_fields_are_rejected():
@@ -93,7 +102,12 @@ def test_a_port_may_face_only_one_peer():
 
 def test_lag_members_must_match():
     t = leaf_spine(2, 2, 2, uplinks_per_pair=2, lag=True)
-    bad = [ln if ln.lag is None or ln.src_port != 4 else Link(ln.src, ln.dst, ln.src_port, ln.dst_port, 2 * G, lag=ln.lag) for ln in t.links]
+    bad = [
+        ln
+        if ln.lag is None or ln.src_port != 4
+        else Link(ln.src, ln.dst, ln.src_port, ln.dst_port, 2 * G, lag=ln.lag)
+        for ln in t.links
+    ]
     with pytest.raises(TopologyError, match="members differ"):
         t.with_links(bad)
 

@@ -42,7 +42,9 @@ def test_property_pattern_round_trip(phases, host_level):
     assert pattern_from_dict(json.loads(dumps(p))) == p
 
 
-@pytest.mark.parametrize("topo", [unisonflow(), netsa(), fat_tree(4), xgft(2, [2, 3], [2, 2])], ids=lambda t: t.name)
+@pytest.mark.parametrize(
+    "topo", [unisonflow(), netsa(), fat_tree(4), xgft(2, [2, 3], [2, 2])], ids=lambda t: t.name
+)
 def test_topology_round_trip(topo):
     assert topology_from_dict(json.loads(dumps(topo))) == topo
 
@@ -54,11 +56,11 @@ def test_unknown_keys_and_wrong_types_are_rejected(tmp_path: Path):
         topology_from_dict(bad, "t.json")
     bad = json.loads(dumps(netsa()))
     bad["links"][0]["capacity_bps"] = "fast"
-    with pytest.raises(FormatError, match="links\\[0\\].capacity_bps must be a number"):
+    with pytest.raises(FormatError, match=r"links\[0\]\.capacity_bps must be a number"):
         topology_from_dict(bad, "t.json")
     bad = json.loads(dumps(netsa()))
     bad["links"][0]["dst"] = "ghost"
-    with pytest.raises(FormatError, match="(?s)t.json: .*dangling"):
+    with pytest.raises(FormatError, match=r"(?s)t\.json: .*dangling"):
         topology_from_dict(bad, "t.json")
     pat = json.loads(dumps(Pattern("p", 2, (Phase.from_cells("x", [(0, 1, 5)]),))))
     pat["phases"][0]["size_bytes"] = [-5]

@@ -54,7 +54,8 @@ def test_writer_needs_host_level_patterns():
 
 
 def cell(body: str) -> str:
-    return f'<traffic_matrix><matrix id="1"><src_host>a<dst_host>b{body}</dst_host></src_host></matrix></traffic_matrix>'
+    inner = f"<src_host>a<dst_host>b{body}</dst_host></src_host>"
+    return f'<traffic_matrix><matrix id="1">{inner}</matrix></traffic_matrix>'
 
 
 @pytest.mark.parametrize(
@@ -63,17 +64,25 @@ def cell(body: str) -> str:
         (cell("<num_bytes>-4</num_bytes><num_packets>1</num_packets>"), "negative <num_bytes>"),
         (cell("<num_bytes>x</num_bytes><num_packets>1</num_packets>"), "not an integer"),
         (cell("<num_packets>1</num_packets>"), "missing <num_bytes>"),
-        (cell("<num_bytes>1</num_bytes><num_packets>1</num_packets><colour/>"), "unexpected element <colour>"),
         (
-            cell('<num_bytes>1</num_bytes><num_packets>1</num_packets><latency max_num_hops="-1"/>'),
+            cell("<num_bytes>1</num_bytes><num_packets>1</num_packets><colour/>"),
+            "unexpected element <colour>",
+        ),
+        (
+            cell(
+                '<num_bytes>1</num_bytes><num_packets>1</num_packets><latency max_num_hops="-1"/>'
+            ),
             "max_num_hops",
         ),
         (
-            cell('<num_bytes>1</num_bytes><num_packets>1</num_packets><bandwidth intensive="maybe"/>'),
+            cell(
+                '<num_bytes>1</num_bytes><num_packets>1</num_packets><bandwidth intensive="maybe"/>'
+            ),
             "intensive='maybe'",
         ),
         (
-            '<traffic_matrix><matrix id="1"><src_host>a<dst_host>b<num_bytes>1</num_bytes><num_packets>1</num_packets>'
+            '<traffic_matrix><matrix id="1"><src_host>a<dst_host>b'
+            "<num_bytes>1</num_bytes><num_packets>1</num_packets>"
             "</dst_host><dst_host>b<num_bytes>1</num_bytes><num_packets>1</num_packets></dst_host></src_host>"
             "</matrix></traffic_matrix>",
             "duplicate cell a -> b",
@@ -82,10 +91,14 @@ def cell(body: str) -> str:
         ("<traffic_matrix/>", "no <matrix>"),
         ("<traffic_matrix><matrix", "malformed XML"),
         (
-            '<?xml version="1.0"?><!DOCTYPE t [<!ENTITY x "y">]><traffic_matrix>&x;</traffic_matrix>',
+            '<?xml version="1.0"?><!DOCTYPE t [<!ENTITY x "y">]>'
+            "<traffic_matrix>&x;</traffic_matrix>",
             "forbidden XML construct",
         ),
-        ('<!DOCTYPE t SYSTEM "http://example.invalid/x.dtd"><traffic_matrix/>', "forbidden XML construct"),
+        (
+            '<!DOCTYPE t SYSTEM "http://example.invalid/x.dtd"><traffic_matrix/>',
+            "forbidden XML construct",
+        ),
     ],
 )
 def test_malformed_xml_is_rejected(text: str, message: str):

@@ -91,10 +91,22 @@ def rank(r: int, n: int = 2, **changes: object) -> dict:
 @pytest.mark.parametrize(
     ("records", "message"),
     [
-        ({"oxton-result0.json": rank(0)}, "rank count mismatch: n_procs=2 but 1 rank files; missing ranks \\[1\\]"),
-        ({"oxton-result0.json": rank(0), "oxton-result1.json": rank(1, tx_bytes=[-1, 0])}, "negative tx_bytes\\[0\\]"),
-        ({"oxton-result0.json": rank(0), "oxton-result1.json": rank(1, rx_bytes=[0])}, "rx_bytes must have 2 entries"),
-        ({"oxton-result0.json": rank(0), "oxton-result1.json": rank(1, n=3)}, "disagree on n_procs"),
+        (
+            {"oxton-result0.json": rank(0)},
+            "rank count mismatch: n_procs=2 but 1 rank files; missing ranks \\[1\\]",
+        ),
+        (
+            {"oxton-result0.json": rank(0), "oxton-result1.json": rank(1, tx_bytes=[-1, 0])},
+            "negative tx_bytes\\[0\\]",
+        ),
+        (
+            {"oxton-result0.json": rank(0), "oxton-result1.json": rank(1, rx_bytes=[0])},
+            "rx_bytes must have 2 entries",
+        ),
+        (
+            {"oxton-result0.json": rank(0), "oxton-result1.json": rank(1, n=3)},
+            "disagree on n_procs",
+        ),
         ({"oxton-result0.json": rank(0), "oxton-result1.json": rank(0)}, "rank 0 also in"),
         ({"oxton-result0.json": rank(0), "oxton-result1.json": b"{not json"}, "not valid JSON"),
         ({"oxton-result0.json": {"rank": 0}}, "missing key"),

@@ -1,8 +1,57 @@
-"""Entry point of the ``sdnmpi`` command."""
+"""Entry point of the ``sdnmpi`` command.
+
+Every sdnmpi error is reported on one line on stderr, without a traceback:
+exit code 2 for bad input (files, specs, arguments), 1 for runtime failures.
+"""
 
 from __future__ import annotations
 
+import sys
 
-def main() -> None:
-    """Run the command line."""
-    raise SystemExit(0)
+import typer
+
+from sdnmpi import __version__
+from sdnmpi.cli import pattern, topology
+from sdnmpi.errors import ConfigError, FormatError, PatternError, SdnMpiError, TopologyError
+
+BAD_INPUT = (ConfigError, FormatError, PatternError, TopologyError)
+
+app = typer.Typer(
+    name="sdnmpi",
+    help="Application-aware interconnect control for MPI clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(topology.app, name="topology")
+app.add_typer(pattern.app, name="pattern")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"sdnmpi {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """Application-aware interconnect control for MPI clusters."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the command line; map sdnmpi errors to one-line messages and exit codes."""
+    try:
+        app(args=argv, standalone_mode=True)
+    except BAD_INPUT as exc:
+        _fail(exc, 2)
+    except SdnMpiError as exc:
+        _fail(exc, 1)
+
+
+def _fail(exc: Exception, code: int) -> None:
+    print(f"sdnmpi: error: {exc}", file=sys.stderr)
+    raise SystemExit(code)

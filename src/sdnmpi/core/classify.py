@@ -33,7 +33,8 @@ class Thresholds:
     def __post_init__(self) -> None:
         if self.latency > self.bandwidth:
             raise PatternError(
-                f"latency threshold {self.latency} must not exceed bandwidth threshold {self.bandwidth}"
+                f"latency threshold {self.latency} must not exceed "
+                f"bandwidth threshold {self.bandwidth}"
             )
         if self.max_hops < 0:
             raise PatternError(f"max_hops must be >= 0, got {self.max_hops}")
@@ -42,7 +43,8 @@ class Thresholds:
 def average_packet_size(phase: Phase) -> np.ndarray:
     """Bytes per message of each cell (0 where a cell has no message)."""
     msgs = phase.messages.astype(float)
-    return np.divide(phase.size_bytes, msgs, out=np.zeros_like(msgs), where=msgs > 0)
+    out: np.ndarray = np.divide(phase.size_bytes, msgs, out=np.zeros_like(msgs), where=msgs > 0)
+    return out
 
 
 def classify_phase(phase: Phase, thresholds: Thresholds, *, keep_explicit: bool = True) -> Phase:
@@ -70,9 +72,14 @@ def classify_phase(phase: Phase, thresholds: Thresholds, *, keep_explicit: bool 
     )
 
 
-def classify(pattern: Pattern, thresholds: Thresholds | None = None, *, keep_explicit: bool = True) -> Pattern:
+def classify(
+    pattern: Pattern, thresholds: Thresholds | None = None, *, keep_explicit: bool = True
+) -> Pattern:
     """Annotate every phase of a pattern (see module docstring)."""
     th = thresholds or Thresholds()
     phases = tuple(classify_phase(p, th, keep_explicit=keep_explicit) for p in pattern.phases)
-    meta = {**pattern.meta, "classified": {"bandwidth": th.bandwidth, "latency": th.latency, "max_hops": th.max_hops}}
+    meta = {
+        **pattern.meta,
+        "classified": {"bandwidth": th.bandwidth, "latency": th.latency, "max_hops": th.max_hops},
+    }
     return pattern.replace(phases=phases, meta=meta)

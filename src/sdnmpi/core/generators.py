@@ -91,7 +91,17 @@ def leaf_spine(
             for u in range(uplinks_per_pair):
                 leaf_port = hosts_per_leaf + si * uplinks_per_pair + u + 1
                 spine_port = li * uplinks_per_pair + u + 1
-                links.append(Link(leaf.name, spine.name, leaf_port, spine_port, uplink_bps, latency_s, lag=group))
+                links.append(
+                    Link(
+                        leaf.name,
+                        spine.name,
+                        leaf_port,
+                        spine_port,
+                        uplink_bps,
+                        latency_s,
+                        lag=group,
+                    )
+                )
     meta: dict[str, Any] = {
         "kind": "leaf_spine",
         "spines": spines,
@@ -187,7 +197,9 @@ def xgft(
         raise TopologyError(f"XGFT needs h >= 1 and h values of m and w, got h={h}, m={m}, w={w}")
     if min(m) < 1 or min(w) < 1:
         raise TopologyError(f"XGFT m and w values must be >= 1, got m={m}, w={w}")
-    caps = [float(link_bps)] * h if isinstance(link_bps, int | float) else [float(c) for c in link_bps]
+    caps = (
+        [float(link_bps)] * h if isinstance(link_bps, int | float) else [float(c) for c in link_bps]
+    )
     if len(caps) != h:
         raise TopologyError(f"XGFT link_bps needs {h} values (one per level), got {len(caps)}")
     _positive(**{f"link_bps[{i}]": c for i, c in enumerate(caps)})
@@ -230,7 +242,7 @@ def _xgft_level_links(
     links: list[Link] = []
     for ci, child in enumerate(levels[lv - 1]):
         for parent_digit in range(w[pos]):
-            parent = child[:pos] + (parent_digit,) + child[pos + 1 :]
+            parent = (*child[:pos], parent_digit, *child[pos + 1 :])
             child_port = parent_digit + 1 + (m[pos - 1] if lv > 1 else 0)
             links.append(
                 Link(
@@ -262,4 +274,3 @@ def oversubscribe(topo: Topology, ratio: float, name: str | None = None) -> Topo
     meta = {**topo.meta, "oversubscription": ratio * float(topo.meta.get("oversubscription", 1.0))}
     out = topo.with_links(links, name or f"{topo.name}-os{ratio:g}")
     return Topology(out.name, out.hosts, out.switches, out.links, meta)
-

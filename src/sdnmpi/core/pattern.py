@@ -23,6 +23,7 @@ hop count), and an optional message-size histogram.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -219,7 +220,9 @@ def _check_columns(
     n = s.size
     for name, col in (("dst", d), ("size_bytes", b), ("messages", m), ("kind", k), ("max_hops", h)):
         if col is not None and col.size != n:
-            raise PatternError(f"phase {label!r}: column {name} has {col.size} entries, src has {n}")
+            raise PatternError(
+                f"phase {label!r}: column {name} has {col.size} entries, src has {n}"
+            )
     if repeat < 1:
         raise PatternError(f"phase {label!r}: repeat must be >= 1, got {repeat}")
     for name, col in (("rank", s), ("rank", d), ("bytes", b), ("messages", m), ("max_hops", h)):
@@ -326,7 +329,10 @@ class Pattern:
         if all(c is None for c in cols):
             return None
         return np.concatenate(
-            [np.zeros(len(p), np.int64) if c is None else c for p, c in zip(self.phases, cols, strict=True)]
+            [
+                np.zeros(len(p), np.int64) if c is None else c
+                for p, c in zip(self.phases, cols, strict=True)
+            ]
         )
 
     def dense(self) -> npt.NDArray[np.int64]:
@@ -341,16 +347,8 @@ class Pattern:
         return self.hosts[index] if self.hosts is not None else f"rank {index}"
 
     def replace(self, **changes: Any) -> Pattern:
-        """A copy with some fields changed."""
-        fields = {
-            "name": self.name,
-            "nprocs": self.nprocs,
-            "phases": self.phases,
-            "hosts": self.hosts,
-            "meta": self.meta,
-        }
-        fields.update(changes)
-        return Pattern(**fields)
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Pattern):
@@ -366,7 +364,9 @@ class Pattern:
     __hash__ = None  # type: ignore[assignment]
 
 
-def concat(name: str, patterns: Iterable[Pattern], meta: Mapping[str, Any] | None = None) -> Pattern:
+def concat(
+    name: str, patterns: Iterable[Pattern], meta: Mapping[str, Any] | None = None
+) -> Pattern:
     """Concatenate the phases of rank-level patterns over the same ranks."""
     parts = list(patterns)
     if not parts:
@@ -380,4 +380,6 @@ def repeated(pattern: Pattern, times: int) -> Pattern:
     """The pattern with every phase's ``repeat`` multiplied by ``times``."""
     if times < 1:
         raise PatternError(f"pattern {pattern.name!r}: repeat count must be >= 1, got {times}")
-    return pattern.replace(phases=tuple(p.with_label(p.label, p.repeat * times) for p in pattern.phases))
+    return pattern.replace(
+        phases=tuple(p.with_label(p.label, p.repeat * times) for p in pattern.phases)
+    )

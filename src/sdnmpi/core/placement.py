@@ -53,14 +53,18 @@ class Placement:
         """Check hosts exist and no host gets more ranks than it has slots."""
         unknown = sorted({h for h in self.hosts if not topo.is_host(h)})
         if unknown:
-            raise PatternError(f"placement names unknown host(s) {unknown} in topology {topo.name!r}")
+            raise PatternError(
+                f"placement names unknown host(s) {unknown} in topology {topo.name!r}"
+            )
         for host, n in Counter(self.hosts).items():
             slots = ranks_per_host or topo.host(host).cores
             if n > slots:
                 raise PatternError(f"placement puts {n} ranks on {host!r}, which has {slots} slots")
 
 
-def _slots(topo: Topology, hosts: Sequence[str] | None, ranks_per_host: int | None) -> list[tuple[str, int]]:
+def _slots(
+    topo: Topology, hosts: Sequence[str] | None, ranks_per_host: int | None
+) -> list[tuple[str, int]]:
     names = list(hosts) if hosts is not None else [h.name for h in topo.hosts]
     if ranks_per_host is not None and ranks_per_host < 1:
         raise PatternError(f"ranks_per_host must be >= 1, got {ranks_per_host}")
@@ -75,12 +79,17 @@ def _check_fits(nprocs: int, slots: list[tuple[str, int]], strategy: str) -> Non
     total = sum(n for _, n in slots)
     if nprocs > total:
         raise PatternError(
-            f"{strategy} placement: {nprocs} ranks do not fit in {total} slots on {len(slots)} hosts"
+            f"{strategy} placement: {nprocs} ranks do not fit in {total} slots "
+            f"on {len(slots)} hosts"
         )
 
 
 def block(
-    topo: Topology, nprocs: int, *, ranks_per_host: int | None = None, hosts: Sequence[str] | None = None
+    topo: Topology,
+    nprocs: int,
+    *,
+    ranks_per_host: int | None = None,
+    hosts: Sequence[str] | None = None,
 ) -> Placement:
     """Fill each host's slots before moving to the next host.
 
@@ -93,7 +102,11 @@ def block(
 
 
 def cyclic(
-    topo: Topology, nprocs: int, *, ranks_per_host: int | None = None, hosts: Sequence[str] | None = None
+    topo: Topology,
+    nprocs: int,
+    *,
+    ranks_per_host: int | None = None,
+    hosts: Sequence[str] | None = None,
 ) -> Placement:
     """Round robin over the hosts, skipping hosts whose slots are full."""
     slots = _slots(topo, hosts, ranks_per_host)
@@ -159,7 +172,9 @@ def make(
         return cyclic(topo, nprocs, ranks_per_host=ranks_per_host, hosts=hosts)
     if strategy == "random":
         return random(topo, nprocs, seed=seed, ranks_per_host=ranks_per_host, hosts=hosts)
-    raise PatternError(f"unknown placement strategy {strategy!r} (known: block, cyclic, random, explicit)")
+    raise PatternError(
+        f"unknown placement strategy {strategy!r} (known: block, cyclic, random, explicit)"
+    )
 
 
 def to_hosts(pattern: Pattern, placement: Placement, *, keep_local: bool = False) -> Pattern:
@@ -173,7 +188,8 @@ def to_hosts(pattern: Pattern, placement: Placement, *, keep_local: bool = False
         raise PatternError(f"pattern {pattern.name!r} is already host-level")
     if placement.nprocs < pattern.nprocs:
         raise PatternError(
-            f"pattern {pattern.name!r} has {pattern.nprocs} ranks, placement only {placement.nprocs}"
+            f"pattern {pattern.name!r} has {pattern.nprocs} ranks, "
+            f"placement only {placement.nprocs}"
         )
     used = placement.used_hosts()
     index = {h: i for i, h in enumerate(used)}

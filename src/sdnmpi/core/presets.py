@@ -48,8 +48,12 @@ def netsa() -> Topology:
     base = leaf_spine(1, 2, 8, host_bps=GBPS, uplink_bps=GBPS, uplinks_per_pair=4)
     bandwidth = frozenset({"bandwidth"})
     links = [replace(ln, annotations=bandwidth) if ln.dst == "spine1" else ln for ln in base.links]
-    links.append(Link("leaf1", "leaf2", 13, 13, GBPS, DEFAULT_LATENCY_S, annotations=frozenset({"latency"})))
-    mapping = {"leaf1": "tor1", "leaf2": "tor2"} | {h.name: f"i{i + 1}" for i, h in enumerate(base.hosts)}
+    links.append(
+        Link("leaf1", "leaf2", 13, 13, GBPS, DEFAULT_LATENCY_S, annotations=frozenset({"latency"}))
+    )
+    mapping = {"leaf1": "tor1", "leaf2": "tor2"} | {
+        h.name: f"i{i + 1}" for i, h in enumerate(base.hosts)
+    }
     topo = base.with_links(links).renamed(mapping, "netsa")
     meta = {**base.meta, "kind": "netsa", "preset": "netsa"}
     return Topology(topo.name, topo.hosts, topo.switches, topo.links, meta)

@@ -70,7 +70,14 @@ def topology_summary(topo: Topology, source: str | None = None) -> dict[str, Any
 def _host(topo: Topology, name: str) -> dict[str, Any]:
     h = topo.host(name)
     switch, port = topo.attachment(name)
-    return {"name": h.name, "mac": h.mac, "ip": h.ip, "cores": h.cores, "switch": switch, "port": port}
+    return {
+        "name": h.name,
+        "mac": h.mac,
+        "ip": h.ip,
+        "cores": h.cores,
+        "switch": switch,
+        "port": port,
+    }
 
 
 def pattern_summary(pattern: Pattern, source: str | None = None, top: int = 10) -> dict[str, Any]:
@@ -107,7 +114,11 @@ def pattern_summary(pattern: Pattern, source: str | None = None, top: int = 10) 
         "sent_bytes": [int(x) for x in sent],
         "received_bytes": [int(x) for x in received],
         "annotations": _annotation_counts(total.kind),
-        "meta": {k: v for k, v in pattern.meta.items() if isinstance(v, str | int | float | bool) or v is None},
+        "meta": {
+            k: v
+            for k, v in pattern.meta.items()
+            if isinstance(v, str | int | float | bool) or v is None
+        },
     }
 
 
@@ -132,4 +143,4 @@ def _top_pairs(pattern: Pattern, top: int) -> list[dict[str, Any]]:
 def _annotation_counts(kind: np.ndarray | None) -> dict[str, int]:
     if kind is None:
         return {"bandwidth": 0, "latency": 0}
-    return {name: int((kind == KIND_CODES[name]).sum()) for name in ("bandwidth", "latency")}  # type: ignore[index]
+    return {name: int((kind == KIND_CODES[name]).sum()) for name in ("bandwidth", "latency")}

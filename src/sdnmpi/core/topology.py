@@ -177,7 +177,18 @@ class Topology:
                 ends.append((ln.dst, ln.src, ln.dst_port, ln.src_port))
             for a, b, pa, pb in ends:
                 out.append(
-                    Arc(len(out), i, a, b, pa, pb, ln.capacity_bps, ln.latency_s, ln.annotations, ln.lag)
+                    Arc(
+                        len(out),
+                        i,
+                        a,
+                        b,
+                        pa,
+                        pb,
+                        ln.capacity_bps,
+                        ln.latency_s,
+                        ln.annotations,
+                        ln.lag,
+                    )
                 )
         return tuple(out)
 
@@ -298,14 +309,20 @@ def _duplicates(values: Iterable[Any]) -> list[Any]:
 def _node_problems(topo: Topology) -> list[str]:
     out: list[str] = []
     all_names = [h.name for h in topo.hosts] + [s.name for s in topo.switches]
-    out += [f"node name {n!r} not a non-empty string" for n in all_names if not isinstance(n, str) or not n]
+    out += [
+        f"node name {n!r} not a non-empty string"
+        for n in all_names
+        if not isinstance(n, str) or not n
+    ]
     out += [f"duplicate node name {n!r}" for n in _duplicates(all_names)]
     out += [f"duplicate MAC address {m!r}" for m in _duplicates(h.mac for h in topo.hosts)]
     out += [f"duplicate IP address {a!r}" for a in _duplicates(h.ip for h in topo.hosts if h.ip)]
     out += [f"duplicate dpid {d}" for d in _duplicates(s.dpid for s in topo.switches)]
     for h in topo.hosts:
         if not _MAC_RE.match(h.mac):
-            out.append(f"host {h.name!r}: invalid MAC {h.mac!r} (want lower-case aa:bb:cc:dd:ee:ff)")
+            out.append(
+                f"host {h.name!r}: invalid MAC {h.mac!r} (want lower-case aa:bb:cc:dd:ee:ff)"
+            )
         if h.ip is not None and not _valid_ip(h.ip):
             out.append(f"host {h.name!r}: invalid IP address {h.ip!r}")
         if h.cores < 1:
@@ -330,7 +347,11 @@ def _link_problems(topo: Topology, names: set[str]) -> list[str]:
     out: list[str] = []
     for i, ln in enumerate(topo.links):
         where = f"link {i} ({ln.describe()})"
-        out += [f"{where}: unknown node {n!r} (dangling link)" for n in (ln.src, ln.dst) if n not in names]
+        out += [
+            f"{where}: unknown node {n!r} (dangling link)"
+            for n in (ln.src, ln.dst)
+            if n not in names
+        ]
         if ln.src == ln.dst:
             out.append(f"{where}: connects {ln.src!r} to itself")
         for port in (ln.src_port, ln.dst_port):
@@ -390,9 +411,17 @@ def _reachability_problems(topo: Topology) -> list[str]:
         return out
     first = topo.hosts[0].name
     forward = _bfs(topo, [first])
-    out += [f"host {h.name!r} cannot be reached from {first!r} (disconnected)" for h in topo.hosts if h.name not in forward]
+    out += [
+        f"host {h.name!r} cannot be reached from {first!r} (disconnected)"
+        for h in topo.hosts
+        if h.name not in forward
+    ]
     reverse = _reverse_reach(topo, first)
-    out += [f"host {h.name!r} cannot reach {first!r} (disconnected)" for h in topo.hosts if h.name not in reverse and h.name in forward]
+    out += [
+        f"host {h.name!r} cannot reach {first!r} (disconnected)"
+        for h in topo.hosts
+        if h.name not in reverse and h.name in forward
+    ]
     return out
 
 

@@ -51,12 +51,16 @@ def load_graphml(path: str | Path) -> Topology:
     return parse_graphml(text, source=str(p), default_name=p.stem)
 
 
-def parse_graphml(text: str | bytes, *, source: str = "<graphml>", default_name: str = "graphml") -> Topology:
+def parse_graphml(
+    text: str | bytes, *, source: str = "<graphml>", default_name: str = "graphml"
+) -> Topology:
     """Parse GraphML text into a validated :class:`Topology`."""
     try:
         root = SafeET.fromstring(text, forbid_dtd=True)
     except DefusedXmlException as exc:
-        raise FormatError(f"{source}: forbidden XML construct ({type(exc).__name__}): {exc}") from None
+        raise FormatError(
+            f"{source}: forbidden XML construct ({type(exc).__name__}): {exc}"
+        ) from None
     except ParseError as exc:
         raise FormatError(f"{source}: malformed XML: {exc}") from None
     try:
@@ -81,7 +85,9 @@ def _topology(root: Element, source: str, default_name: str) -> Topology:
     edges = [_edge(e, keys, source) for e in _children(graph, "edge")]
     links = _links(edges, directed, {h.name for h in hosts}, source)
     meta = _meta(gdata.get("sdnmpi_meta"), source)
-    return Topology(gdata.get("name", default_name), tuple(hosts), tuple(switches), tuple(links), meta)
+    return Topology(
+        gdata.get("name", default_name), tuple(hosts), tuple(switches), tuple(links), meta
+    )
 
 
 def _local(tag: str) -> str:
@@ -93,7 +99,10 @@ def _children(elem: Element, name: str) -> list[Element]:
 
 
 def _data(elem: Element, keys: dict[str, str]) -> dict[str, str]:
-    return {keys.get(d.get("key", ""), d.get("key", "")): (d.text or "").strip() for d in _children(elem, "data")}
+    return {
+        keys.get(d.get("key", ""), d.get("key", "")): (d.text or "").strip()
+        for d in _children(elem, "data")
+    }
 
 
 def _number(value: str, what: str, source: str, kind: type[int] | type[float] = int) -> Any:
@@ -164,7 +173,9 @@ def _links(edges: list[_Edge], directed: bool, host_names: set[str], source: str
 class _PortAllocator:
     """Gives a port to cable ends whose GraphML edge carries none."""
 
-    def __init__(self, edges: Iterable[_Edge], pairs: list[tuple[_Edge, _Edge | None]], hosts: set[str]):
+    def __init__(
+        self, edges: Iterable[_Edge], pairs: list[tuple[_Edge, _Edge | None]], hosts: set[str]
+    ):
         used: dict[str, set[int]] = defaultdict(set)
         for e in edges:
             if "port" in e.data and e.data["port"].isdigit():
@@ -191,14 +202,18 @@ def _link(fwd: _Edge, rev: _Edge | None, ports: _PortAllocator, source: str) -> 
         if rcap != cap:
             raise FormatError(f"{source}: {where}: capacity {cap} Gbit/s one way, {rcap} the other")
     dst_given = rev.data.get("port") if rev is not None else fwd.data.get("dst_port")
-    annotations = frozenset(a.strip() for a in fwd.data.get("annotation", "").split(",") if a.strip())
+    annotations = frozenset(
+        a.strip() for a in fwd.data.get("annotation", "").split(",") if a.strip()
+    )
     return Link(
         fwd.src,
         fwd.dst,
         ports.port(fwd.src, fwd.data.get("port"), f"{where} port", source),
         ports.port(fwd.dst, dst_given, f"{where} port", source),
         cap * GBPS,
-        _number(fwd.data.get("latency", repr(DEFAULT_LATENCY_S)), f"{where} latency", source, float),
+        _number(
+            fwd.data.get("latency", repr(DEFAULT_LATENCY_S)), f"{where} latency", source, float
+        ),
         fwd.data.get("duplex", "true").lower() != "false",
         annotations,
         fwd.data.get("lag") or None,
@@ -243,8 +258,8 @@ def dump_graphml(topo: Topology) -> str:
     integral = all((ln.capacity_bps / GBPS).is_integer() for ln in topo.links)
     root = Element("graphml", {"xmlns": NS})
     kid = {}
-    for key_id, for_, name, typ in _KEYS:
-        typ = ("long" if integral else "double") if typ == "CAP" else typ
+    for key_id, for_, name, declared in _KEYS:
+        typ = ("long" if integral else "double") if declared == "CAP" else declared
         SubElement(root, "key", {"attr.name": name, "attr.type": typ, "for": for_, "id": key_id})
         kid[(for_, name)] = key_id
     graph = SubElement(root, "graph", {"edgedefault": "directed"})

@@ -66,13 +66,17 @@ def topology_to_dict(topo: Topology) -> dict[str, Any]:
 def topology_from_dict(obj: Any, source: str = "<json>") -> Topology:
     """A topology from its JSON object; errors name ``source`` and the field."""
     r = _Reader(source)
-    top = r.obj(obj, "topology", {"format", "version", "name", "meta", "hosts", "switches", "links"})
+    top = r.obj(
+        obj, "topology", {"format", "version", "name", "meta", "hosts", "switches", "links"}
+    )
     r.header(top, TOPOLOGY_FORMAT)
     hosts = [_host(r, h, i) for i, h in enumerate(r.items(top, "hosts"))]
     switches = [_switch(r, s, i) for i, s in enumerate(r.items(top, "switches"))]
     links = [_link(r, ln, i) for i, ln in enumerate(r.items(top, "links"))]
     try:
-        return Topology(r.text(top, "name"), tuple(hosts), tuple(switches), tuple(links), r.meta(top))
+        return Topology(
+            r.text(top, "name"), tuple(hosts), tuple(switches), tuple(links), r.meta(top)
+        )
     except SdnMpiError as exc:
         raise FormatError(f"{source}: {exc}") from None
 
@@ -85,11 +89,25 @@ def _host(r: _Reader, obj: Any, i: int) -> Host:
 
 def _switch(r: _Reader, obj: Any, i: int) -> Switch:
     s = r.obj(obj, f"switches[{i}]", {"name", "dpid", "level"})
-    return Switch(r.text(s, "name"), r.integer(s, "dpid", f"switches[{i}]"), r.optional(s, "level", int, f"switches[{i}]"))
+    return Switch(
+        r.text(s, "name"),
+        r.integer(s, "dpid", f"switches[{i}]"),
+        r.optional(s, "level", int, f"switches[{i}]"),
+    )
 
 
 def _link(r: _Reader, obj: Any, i: int) -> Link:
-    keys = {"src", "dst", "src_port", "dst_port", "capacity_bps", "latency_s", "duplex", "annotations", "lag"}
+    keys = {
+        "src",
+        "dst",
+        "src_port",
+        "dst_port",
+        "capacity_bps",
+        "latency_s",
+        "duplex",
+        "annotations",
+        "lag",
+    }
     where = f"links[{i}]"
     ln = r.obj(obj, where, keys)
     annotations = r.items(ln, "annotations")
@@ -144,7 +162,9 @@ def pattern_from_dict(obj: Any, source: str = "<json>") -> Pattern:
     top = r.obj(obj, "pattern", {"format", "version", "name", "nprocs", "hosts", "meta", "phases"})
     r.header(top, PATTERN_FORMAT)
     hosts = top.get("hosts")
-    if hosts is not None and (not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts)):
+    if hosts is not None and (
+        not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts)
+    ):
         raise FormatError(f"{source}: hosts must be null or a list of names")
     phases = tuple(_phase(r, p, i) for i, p in enumerate(r.items(top, "phases")))
     try:
@@ -195,7 +215,9 @@ def _sizes(r: _Reader, obj: Any, where: str) -> dict[tuple[int, int], tuple[tupl
             s, d, hist = entry
             out[(int(s), int(d))] = tuple((int(a), int(b)) for a, b in hist)
         except (TypeError, ValueError):
-            raise FormatError(f"{r.source}: {where}.sizes entry {entry!r} is not [src, dst, [[size, count]...]]") from None
+            raise FormatError(
+                f"{r.source}: {where}.sizes entry {entry!r} is not [src, dst, [[size, count]...]]"
+            ) from None
     return out
 
 
@@ -216,7 +238,9 @@ def load_json(path: str | Path) -> Topology | Pattern:
         return topology_from_dict(obj, str(p))
     if kind == PATTERN_FORMAT:
         return pattern_from_dict(obj, str(p))
-    raise FormatError(f"{p}: unknown format {kind!r} (want {TOPOLOGY_FORMAT!r} or {PATTERN_FORMAT!r})")
+    raise FormatError(
+        f"{p}: unknown format {kind!r} (want {TOPOLOGY_FORMAT!r} or {PATTERN_FORMAT!r})"
+    )
 
 
 def dumps(obj: Topology | Pattern) -> str:
@@ -246,7 +270,9 @@ class _Reader:
         if top.get("format") != fmt:
             raise self.fail(f"format is {top.get('format')!r}, want {fmt!r}")
         if top.get("version") != VERSION:
-            raise self.fail(f"unsupported {fmt} version {top.get('version')!r} (this sdnmpi reads {VERSION})")
+            raise self.fail(
+                f"unsupported {fmt} version {top.get('version')!r} (this sdnmpi reads {VERSION})"
+            )
 
     def text(self, obj: dict[str, Any], key: str) -> str:
         value = obj.get(key)
@@ -286,7 +312,9 @@ class _Reader:
 
     def integers(self, obj: dict[str, Any], key: str, where: str) -> list[int]:
         value = obj.get(key)
-        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
             raise self.fail(f"{where}.{key} must be a list of integers")
         return value
 

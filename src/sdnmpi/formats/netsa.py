@@ -55,7 +55,9 @@ def parse_netsa(text: str | bytes, *, source: str = "<netsa>") -> list[Pattern]:
     try:
         root = SafeET.fromstring(text, forbid_dtd=True)
     except DefusedXmlException as exc:
-        raise FormatError(f"{source}: forbidden XML construct ({type(exc).__name__}): {exc}") from None
+        raise FormatError(
+            f"{source}: forbidden XML construct ({type(exc).__name__}): {exc}"
+        ) from None
     except ParseError as exc:
         raise FormatError(f"{source}: malformed XML: {exc}") from None
     if root.tag != "traffic_matrix":
@@ -184,7 +186,8 @@ def dump_netsa(patterns: list[Pattern]) -> str:
     for i, pattern in enumerate(patterns):
         if pattern.hosts is None:
             raise FormatError(
-                f"pattern {pattern.name!r} is rank-level: aggregate it to hosts with a placement first"
+                f"pattern {pattern.name!r} is rank-level: "
+                "aggregate it to hosts with a placement first"
             )
         mid = str(pattern.meta.get("netsa_id", 100 + i))
         matrix = SubElement(root, "matrix", {"id": mid, "name": pattern.name})
@@ -214,4 +217,3 @@ def _write_cells(matrix: Element, pattern: Pattern) -> None:
             SubElement(dst, "bandwidth", {"intensive": "true"})
         elif cell.kind == "latency":
             SubElement(dst, "latency", {"max_num_hops": str(cell.max_hops)})
-

@@ -98,7 +98,9 @@ def _read_members(p: Path) -> Iterator[tuple[str, bytes]]:
                 if not member.isfile() or not member.name.endswith(".json"):
                     continue
                 if member.size > MAX_MEMBER_BYTES:
-                    raise FormatError(f"{p}: member {member.name} is {member.size} bytes, too large")
+                    raise FormatError(
+                        f"{p}: member {member.name} is {member.size} bytes, too large"
+                    )
                 fh = tar.extractfile(member)
                 assert fh is not None
                 yield member.name, fh.read()
@@ -106,7 +108,9 @@ def _read_members(p: Path) -> Iterator[tuple[str, bytes]]:
         raise FormatError(f"{p}: truncated or corrupt archive: {exc}") from None
 
 
-def _validated(p: Path, members: Iterator[tuple[str, bytes]]) -> Iterator[tuple[int, dict[str, Any]]]:
+def _validated(
+    p: Path, members: Iterator[tuple[str, bytes]]
+) -> Iterator[tuple[int, dict[str, Any]]]:
     seen: dict[int, str] = {}
     for member, data in members:
         where = f"{p}: {member}"
@@ -164,7 +168,9 @@ def _check_ranks(p: Path, records: dict[int, dict[str, Any]]) -> int:
     return n
 
 
-def _matrix(records: dict[int, dict[str, Any]], n: int, side: Side) -> tuple[np.ndarray, np.ndarray]:
+def _matrix(
+    records: dict[int, dict[str, Any]], n: int, side: Side
+) -> tuple[np.ndarray, np.ndarray]:
     nbytes = np.array([records[r][f"{side}_bytes"] for r in range(n)], dtype=np.int64)
     nmsgs = np.array([records[r][f"{side}_messages"] for r in range(n)], dtype=np.int64)
     if side == "rx":  # row r of rx arrays is what r received: transpose to src -> dst
@@ -185,7 +191,9 @@ def _histogram(value: Any) -> list[list[int]]:
 # -- writing ------------------------------------------------------------------------
 
 
-def dump_pfprof(pattern: Pattern, path: str | Path, processor_names: list[str] | None = None) -> None:
+def dump_pfprof(
+    pattern: Pattern, path: str | Path, processor_names: list[str] | None = None
+) -> None:
     """Write a rank-level pattern as a pfprof trace: ``.tar.gz`` or a directory."""
     if pattern.hosts is not None:
         raise FormatError(f"{path}: pfprof traces are per rank; {pattern.name!r} is host-level")
@@ -194,8 +202,8 @@ def dump_pfprof(pattern: Pattern, path: str | Path, processor_names: list[str] |
     records = _records(pattern, names)
     p = Path(path)
     if p.name.endswith((".tar.gz", ".tgz", ".tar")):
-        mode = "w" if p.name.endswith(".tar") else "w:gz"
-        with tarfile.open(p, mode) as tar:
+        plain = p.name.endswith(".tar")
+        with tarfile.open(p, "w") if plain else tarfile.open(p, "w:gz") as tar:
             for rank, rec in enumerate(records):
                 data = json.dumps(rec, sort_keys=True).encode()
                 info = tarfile.TarInfo(f"oxton-result{rank}.json")
@@ -226,8 +234,12 @@ def _records(pattern: Pattern, names: list[str]) -> list[dict[str, Any]]:
             "rx_bytes": nbytes[:, r].tolist(),
             "tx_messages": nmsgs[r].tolist(),
             "rx_messages": nmsgs[:, r].tolist(),
-            "tx_message_sizes": [{"message_size": s, "frequency": f} for s, f in sorted(tx_h[r].items())],
-            "rx_message_sizes": [{"message_size": s, "frequency": f} for s, f in sorted(rx_h[r].items())],
+            "tx_message_sizes": [
+                {"message_size": s, "frequency": f} for s, f in sorted(tx_h[r].items())
+            ],
+            "rx_message_sizes": [
+                {"message_size": s, "frequency": f} for s, f in sorted(rx_h[r].items())
+            ],
         }
         for r in range(n)
     ]

@@ -8,11 +8,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import LogNorm  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import LogNorm
 
-from sdnmpi.core.pattern import Pattern  # noqa: E402
+from sdnmpi.core.pattern import Pattern
 
 MAX_DENSE = 4096
 
@@ -20,7 +20,9 @@ MAX_DENSE = 4096
 def pattern_heatmap(pattern: Pattern, path: str | Path, title: str | None = None) -> Path:
     """Draw the pattern's total byte matrix (log colour scale) to ``path``."""
     if pattern.nprocs > MAX_DENSE:
-        raise ValueError(f"{pattern.nprocs} endpoints: too many for a dense heat map (max {MAX_DENSE})")
+        raise ValueError(
+            f"{pattern.nprocs} endpoints: too many for a dense heat map (max {MAX_DENSE})"
+        )
     matrix = pattern.dense().astype(float)
     masked = np.ma.masked_less_equal(matrix, 0)
     fig, ax = plt.subplots(figsize=(7, 6), dpi=110)

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The main end-to-end job that exists so far: topologies and communication patterns
+# from bundled and real data, through the sdnmpi CLI.  Later issues replace this with
+# the emulated cluster and real MPI ranks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=.venv/bin
+out=${SDNMPI_DEMO_OUT:-out/demo}
+shared=${SHARED:-../shared}
+trace="$shared/workloads/pfsim-traces/cg-c-128.tar.gz"
+mkdir -p "$out"
+
+step() { printf '\n\033[1m== %s ==\033[0m\n' "$*"; }
+
+step "The seed cluster 'milk' (bundled GraphML): hosts, switches, bisection"
+$bin/sdnmpi topology show milk
+
+step "UnisonFlow's testbed: leaf-spine with 4 Gbit/s aggregated uplinks"
+$bin/sdnmpi topology show unisonflow --links | head -n 20
+
+step "MPICH's default MPI_Allreduce for 16 ranks and 1 MiB, expanded step by step"
+$bin/sdnmpi pattern show allreduce:nprocs=16,bytes=1048576,type_bytes=8 --top 5
+
+if [ -f "$trace" ]; then
+    step "Real NPB CG class C trace, 128 ranks, aggregated to milk's hosts as recorded"
+    $bin/sdnmpi pattern show "$trace" --topology milk --placement recorded --top 8 \
+        --plot "$out/cg-c-128-hosts.png"
+    $bin/sdnmpi pattern convert "$trace" "$out/cg-c-128-hosts.xml" --topology milk \
+        --placement recorded --classify
+else
+    step "NPB CG class C model, 128 ranks (trace not found at $trace)"
+    $bin/sdnmpi pattern show cg:nprocs=128,klass=C --topology milk --top 8 \
+        --plot "$out/cg-c-128-hosts.png"
+fi
+
+step "Done"
+echo "heat map: $out/cg-c-128-hosts.png"
+ls "$out"

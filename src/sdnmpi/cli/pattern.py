@@ -1,0 +1,193 @@
+"""``sdnmpi pattern``: show, convert and list communication patterns."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sdnmpi import catalog
+from sdnmpi.cli.units import size
+from sdnmpi.core import classify as netsa_classify
+from sdnmpi.core import placement as placements
+from sdnmpi.core import workloads
+from sdnmpi.core.pattern import Pattern
+from sdnmpi.core.summary import pattern_summary
+from sdnmpi.errors import ConfigError
+from sdnmpi.formats import pfprof
+
+app = typer.Typer(
+    help="Communication patterns: traces, NetSA matrices, collectives, mini-apps.",
+    no_args_is_help=True,
+)
+console = Console()
+
+SPEC_HELP = (
+    "A file (pfprof trace .tar.gz or directory, NetSA .xml[#ID], sdnmpi .json) or a spec "
+    "such as allreduce:nprocs=16,bytes=1048576 or cg:nprocs=128 (see `pattern list`)."
+)
+
+
+@dataclass(frozen=True)
+class HostOptions:
+    """Aggregation of a rank pattern to hosts through a placement."""
+
+    topology: str | None
+    placement: str
+    ranks_per_host: int | None
+    seed: int
+
+
+def _aggregate(pattern: Pattern, opts: HostOptions) -> Pattern:
+    if opts.topology is None:
+        return pattern
+    if pattern.hosts is not None:
+        raise ConfigError(f"pattern {pattern.name!r} is already host-level; drop --topology")
+    topo = catalog.load_topology(opts.topology)
+    if opts.placement == "recorded":
+        place = pfprof.recorded_placement(pattern)
+        if place is None:
+            raise ConfigError(
+                f"pattern {pattern.name!r} has no recorded placement (processor names)"
+            )
+        place.validate(topo, opts.ranks_per_host)
+    else:
+        place = placements.make(
+            topo, pattern.nprocs, opts.placement, seed=opts.seed, ranks_per_host=opts.ranks_per_host
+        )
+    return placements.to_hosts(pattern, place)
+
+
+TOPOLOGY_OPT = typer.Option(
+    None, "--topology", "-t", help="Aggregate ranks to the hosts of this topology."
+)
+PLACEMENT_OPT = typer.Option(
+    "block", "--placement", help="block, cyclic, random or recorded (from a trace)."
+)
+RPH_OPT = typer.Option(None, "--ranks-per-host", help="Slots per host (default: the host's cores).")
+SEED_OPT = typer.Option(0, "--seed", help="Seed of the random placement.")
+SIDE_OPT = typer.Option(
+    "tx", "--side", help="pfprof traces: build the matrix from the tx or rx arrays."
+)
+
+
+def _side(value: str) -> pfprof.Side:
+    if value not in ("tx", "rx"):
+        raise ConfigError(f"--side must be tx or rx, got {value!r}")
+    return "tx" if value == "tx" else "rx"
+
+
+@app.command("show")
+def show(
+    spec: str = typer.Argument(..., help=SPEC_HELP),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the stable JSON summary instead of tables."
+    ),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Write a heat map of the total matrix (PNG)."
+    ),
+    top: int = typer.Option(10, "--top", help="How many of the heaviest pairs to list."),
+    side: str = SIDE_OPT,
+    topology: str | None = TOPOLOGY_OPT,
+    placement: str = PLACEMENT_OPT,
+    ranks_per_host: int | None = RPH_OPT,
+    seed: int = SEED_OPT,
+) -> None:
+    """Totals, phases, heaviest pairs, and optionally a heat map."""
+    pattern = catalog.load_pattern(spec, side=_side(side))
+    pattern = _aggregate(pattern, HostOptions(topology, placement, ranks_per_host, seed))
+    summary = pattern_summary(pattern, source=spec, top=top)
+    if plot is not None:
+        from sdnmpi.report.heatmap import pattern_heatmap
+
+        summary["plot"] = str(pattern_heatmap(pattern, plot))
+    if as_json:
+        typer.echo(json.dumps(summary, indent=1))
+        return
+    _render(summary)
+
+
+@app.command("convert")
+def convert(
+    source: str = typer.Argument(..., help=SPEC_HELP),
+    output: Path = typer.Argument(
+        ..., help="Output file: .json, .xml (NetSA) or .tar.gz (pfprof)."
+    ),
+    fmt: str | None = typer.Option(
+        None, "--format", "-f", help="json, netsa or pfprof (default: from OUT)."
+    ),
+    side: str = SIDE_OPT,
+    topology: str | None = TOPOLOGY_OPT,
+    placement: str = PLACEMENT_OPT,
+    ranks_per_host: int | None = RPH_OPT,
+    seed: int = SEED_OPT,
+    classify: bool = typer.Option(False, "--classify", help="Annotate cells as NetSA does."),
+    bandwidth_threshold: float = typer.Option(
+        1100.0, "--bandwidth-threshold", help="Bytes/packet above: bandwidth-intensive."
+    ),
+    latency_threshold: float = typer.Option(
+        120.0, "--latency-threshold", help="Bytes/packet below: latency-sensitive."
+    ),
+    max_hops: int = typer.Option(2, "--max-hops", help="Hop limit of latency-sensitive cells."),
+) -> None:
+    """Convert between pattern formats (and aggregate, classify on the way)."""
+    pattern = catalog.load_pattern(source, side=_side(side))
+    pattern = _aggregate(pattern, HostOptions(topology, placement, ranks_per_host, seed))
+    if classify:
+        thresholds = netsa_classify.Thresholds(bandwidth_threshold, latency_threshold, max_hops)
+        pattern = netsa_classify.classify(pattern, thresholds)
+    catalog.save_pattern(pattern, output, fmt)
+    console.print(
+        f"wrote {output}: {pattern.name}, {pattern.nprocs} endpoints, {len(pattern.phases)} phases",
+        highlight=False,
+    )
+
+
+@app.command("list")
+def list_specs() -> None:
+    """The collectives, their algorithms, and the mini-apps with their parameters."""
+    table = Table("spec", "parameters", "description", title="pattern specs")
+    for row in workloads.catalog():
+        table.add_row(row["name"], row["parameters"], row["description"])
+    console.print(table)
+
+
+def _render(s: dict[str, Any]) -> None:
+    unit = "hosts" if s["level"] == "host" else "ranks"
+    console.print(
+        f"[bold]{s['name']}[/bold]: {s['nprocs']} {unit}, {s['phase_count']} phases, "
+        f"{size(s['total_bytes'])} ({s['total_bytes']:,} bytes) "
+        f"in {s['total_messages']:,} messages, "
+        f"{s['pairs']} communicating pairs",
+        highlight=False,
+    )
+    if s["self_bytes"]:
+        console.print(
+            f"self traffic (never on the network): {size(s['self_bytes'])}", highlight=False
+        )
+    phases = Table("#", "phase", "repeat", "cells", "bytes", "messages", title="phases")
+    for p in s["phases"][:40]:
+        phases.add_row(
+            str(p["index"]),
+            p["label"],
+            str(p["repeat"]),
+            str(p["cells"]),
+            size(p["bytes"]),
+            f"{p['messages']:,}",
+        )
+    console.print(phases)
+    if len(s["phases"]) > 40:
+        console.print(f"... {len(s['phases']) - 40} more phases (use --json)")
+    pairs = Table("src", "dst", "bytes", "messages", title="heaviest pairs")
+    for r in s["top_pairs"]:
+        src = r.get("src_host", f"rank {r['src']}")
+        dst = r.get("dst_host", f"rank {r['dst']}")
+        pairs.add_row(str(src), str(dst), size(r["bytes"]), f"{r['messages']:,}")
+    console.print(pairs)
+    if "plot" in s:
+        console.print(f"heat map written to {s['plot']}", highlight=False)

@@ -1,0 +1,114 @@
+"""``sdnmpi topology``: show, export and list topologies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sdnmpi import catalog
+from sdnmpi.cli.units import bps
+from sdnmpi.core.summary import topology_summary
+
+app = typer.Typer(help="Topologies: presets, GraphML and JSON files.", no_args_is_help=True)
+console = Console()
+
+
+@app.command("show")
+def show(
+    spec: str = typer.Argument(
+        ..., help="A preset name (see `topology list`) or a .graphml/.json file."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the stable JSON summary instead of tables."
+    ),
+    links: bool = typer.Option(False, "--links", help="Also list every link."),
+) -> None:
+    """Hosts, switches, links, bisection bandwidth and oversubscription."""
+    topo = catalog.load_topology(spec)
+    summary = topology_summary(topo, source=spec)
+    if as_json:
+        typer.echo(json.dumps(summary, indent=1))
+        return
+    _render(summary, links)
+
+
+@app.command("export")
+def export(
+    spec: str = typer.Argument(..., help="A preset name or a topology file."),
+    fmt: str = typer.Option("graphml", "--format", "-f", help="graphml or json."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="File to write (default: stdout)."
+    ),
+) -> None:
+    """Write a topology as GraphML (pfsim-compatible) or sdnmpi JSON."""
+    topo = catalog.load_topology(spec)
+    text = catalog.topology_text(topo, fmt)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        console.print(f"wrote {output} ({fmt})", highlight=False)
+
+
+@app.command("list")
+def list_presets() -> None:
+    """The topology presets."""
+    table = Table("preset", "hosts", "switches", "links", "description")
+    for name, factory in sorted(catalog.TOPOLOGY_PRESETS.items()):
+        topo = factory()
+        doc = (factory.__doc__ or "").strip().splitlines()[0] if factory.__doc__ else ""
+        table.add_row(
+            name, str(len(topo.hosts)), str(len(topo.switches)), str(len(topo.links)), doc
+        )
+    console.print(table)
+
+
+def _render(s: dict[str, Any], links: bool) -> None:
+    c = s["counts"]
+    console.print(
+        f"[bold]{s['name']}[/bold]: {c['hosts']} hosts ({c['cores']} cores), "
+        f"{c['switches']} switches, {c['links']} links"
+    )
+    over = (
+        ", ".join(f"level {o['level']}: {o['ratio']:.2f}:1" for o in s["oversubscription"])
+        or "none"
+    )
+    console.print(
+        f"bisection bandwidth {bps(s['bisection_bandwidth_bps'])} "
+        f"({100 * s['bisection_ratio']:.0f}% of full {bps(s['full_bisection_bps'])}); "
+        f"oversubscription {over}",
+        highlight=False,
+    )
+    sw = Table("switch", "dpid", "level", "ports", "hosts", title="switches")
+    for row in s["switches"]:
+        sw.add_row(
+            row["name"], str(row["dpid"]), str(row["level"]), str(row["ports"]), str(row["hosts"])
+        )
+    console.print(sw)
+    hosts = Table("host", "mac", "ip", "cores", "switch:port", title="hosts")
+    for row in s["hosts"]:
+        hosts.add_row(
+            row["name"],
+            row["mac"],
+            row["ip"] or "-",
+            str(row["cores"]),
+            f"{row['switch']}:{row['port']}",
+        )
+    console.print(hosts)
+    if links:
+        lt = Table("link", "capacity", "latency", "annotations", "lag", title="links")
+        for ln in s["links"]:
+            arrow = "<->" if ln["duplex"] else "->"
+            lt.add_row(
+                f"{ln['src']}:{ln['src_port']} {arrow} {ln['dst']}:{ln['dst_port']}",
+                bps(ln["capacity_bps"]),
+                f"{ln['latency_s'] * 1e6:g} us",
+                ",".join(ln["annotations"]) or "-",
+                ln["lag"] or "-",
+            )
+        console.print(lt)
