@@ -186,3 +186,35 @@ def test_console_script_runs_and_reports_errors_without_traceback():
         [str(exe), "topology", "show"], capture_output=True, text=True, check=False
     )
     assert usage.returncode == 2
+
+
+def test_placement_from_a_host_file(capsys, tmp_path: Path):
+    hf = tmp_path / "hosts"
+    hf.write_text("# two ranks on each of two hosts\nnode01 slots=2\nnode07:2\n")
+    code, out, _ = run(
+        capsys,
+        "pattern",
+        "show",
+        "alltoall:nprocs=4,bytes=1000",
+        "--json",
+        "--topology",
+        "unisonflow",
+        "--placement",
+        str(hf),
+    )
+    assert code == 0
+    s = json.loads(out)
+    assert s["hosts"] == ["node01", "node07"]
+    assert s["total_bytes"] == 8 * 1000  # 4 ranks x 2 remote peers each
+    hf.write_text("node01 slots=2\nnowhere\n")
+    code, _, err = run(
+        capsys,
+        "pattern",
+        "show",
+        "alltoall:nprocs=4,bytes=1000",
+        "--topology",
+        "unisonflow",
+        "--placement",
+        str(hf),
+    )
+    assert code == 2 and "unknown host" in err and str(hf) in err

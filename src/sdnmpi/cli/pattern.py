@@ -19,7 +19,7 @@ from sdnmpi.core import workloads
 from sdnmpi.core.pattern import Pattern
 from sdnmpi.core.summary import pattern_summary
 from sdnmpi.errors import ConfigError
-from sdnmpi.formats import pfprof
+from sdnmpi.formats import hostfile, pfprof
 
 app = typer.Typer(
     help="Communication patterns: traces, NetSA matrices, collectives, mini-apps.",
@@ -49,7 +49,9 @@ def _aggregate(pattern: Pattern, opts: HostOptions) -> Pattern:
     if pattern.hosts is not None:
         raise ConfigError(f"pattern {pattern.name!r} is already host-level; drop --topology")
     topo = catalog.load_topology(opts.topology)
-    if opts.placement == "recorded":
+    if Path(opts.placement).is_file():
+        place = hostfile.load_hostfile(opts.placement, topo, pattern.nprocs)
+    elif opts.placement == "recorded":
         place = pfprof.recorded_placement(pattern)
         if place is None:
             raise ConfigError(
@@ -67,7 +69,9 @@ TOPOLOGY_OPT = typer.Option(
     None, "--topology", "-t", help="Aggregate ranks to the hosts of this topology."
 )
 PLACEMENT_OPT = typer.Option(
-    "block", "--placement", help="block, cyclic, random or recorded (from a trace)."
+    "block",
+    "--placement",
+    help="block, cyclic, random, recorded (from a trace) or an MPI host file.",
 )
 RPH_OPT = typer.Option(None, "--ranks-per-host", help="Slots per host (default: the host's cores).")
 SEED_OPT = typer.Option(0, "--seed", help="Seed of the random placement.")

@@ -1,0 +1,71 @@
+"""MPI host files (machine files) as placements.
+
+Accepted lines (``#`` starts a comment):
+
+- ``host`` : one slot (MPICH machine file);
+- ``host:N`` : N slots (MPICH);
+- ``host slots=N`` (optionally ``max_slots=M``): N slots (Open MPI hostfile).
+
+Ranks fill the lines in order, N consecutive ranks per line, cycling through the
+file again if it has fewer slots than ranks (what ``mpiexec -f`` does); a host
+listed twice gets both lines' ranks.  The host file, not the topology's core
+counts, decides the slots (as in MPI); every host must exist in the topology.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sdnmpi.core.placement import Placement
+from sdnmpi.core.topology import Topology
+from sdnmpi.errors import FormatError
+
+_LINE = re.compile(r"^(?P<host>[A-Za-z0-9_.\-]+)(?::(?P<n>\d+)|(?P<opts>(?:\s+\w+=\d+)*))\s*$")
+
+
+def parse_hostfile(text: str, *, source: str = "<hostfile>") -> list[tuple[str, int]]:
+    """``(host, slots)`` per line, in file order."""
+    entries: list[tuple[str, int]] = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = _LINE.match(line)
+        if not m:
+            raise FormatError(f"{source}:{lineno}: cannot parse {raw.strip()!r}")
+        entries.append((m.group("host"), _slots(m, source, lineno)))
+    if not entries:
+        raise FormatError(f"{source}: no hosts")
+    return entries
+
+
+def _slots(m: re.Match[str], source: str, lineno: int) -> int:
+    if m.group("n") is not None:
+        slots = int(m.group("n"))
+    else:
+        opts = dict(kv.split("=") for kv in (m.group("opts") or "").split())
+        unknown = sorted(set(opts) - {"slots", "max_slots"})
+        if unknown:
+            raise FormatError(f"{source}:{lineno}: unknown option(s) {unknown}")
+        slots = int(opts.get("slots", 1))
+    if slots < 1:
+        raise FormatError(f"{source}:{lineno}: slots must be >= 1")
+    return slots
+
+
+def load_hostfile(path: str | Path, topo: Topology, nprocs: int) -> Placement:
+    """Place ``nprocs`` ranks as ``mpiexec -f PATH`` would, checked against ``topo``."""
+    p = Path(path)
+    try:
+        entries = parse_hostfile(p.read_text(), source=str(p))
+    except OSError as exc:
+        raise FormatError(f"{p}: cannot read: {exc.strerror}") from None
+    if nprocs < 1:
+        raise FormatError(f"{p}: nprocs must be >= 1, got {nprocs}")
+    order = [h for h, n in entries for _ in range(n)]
+    hosts = tuple(order[r % len(order)] for r in range(nprocs))
+    unknown = sorted({h for h in hosts if not topo.is_host(h)})
+    if unknown:
+        raise FormatError(f"{p}: unknown host(s) {unknown} in topology {topo.name!r}")
+    return Placement(hosts, "hostfile")
