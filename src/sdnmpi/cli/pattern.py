@@ -17,6 +17,8 @@ from sdnmpi.core import classify as netsa_classify
 from sdnmpi.core import placement as placements
 from sdnmpi.core import workloads
 from sdnmpi.core.pattern import Pattern
+from sdnmpi.core.placement import Placement
+from sdnmpi.core.topology import Topology
 from sdnmpi.core.summary import pattern_summary
 from sdnmpi.errors import ConfigError
 from sdnmpi.formats import hostfile, pfprof
@@ -49,20 +51,23 @@ def _aggregate(pattern: Pattern, opts: HostOptions) -> Pattern:
     if pattern.hosts is not None:
         raise ConfigError(f"pattern {pattern.name!r} is already host-level; drop --topology")
     topo = catalog.load_topology(opts.topology)
+    return placements.to_hosts(pattern, _placement(pattern, topo, opts))
+
+
+def _placement(pattern: Pattern, topo: Topology, opts: HostOptions) -> Placement:
     if Path(opts.placement).is_file():
-        place = hostfile.load_hostfile(opts.placement, topo, pattern.nprocs)
-    elif opts.placement == "recorded":
-        place = pfprof.recorded_placement(pattern)
-        if place is None:
+        return hostfile.load_hostfile(opts.placement, topo, pattern.nprocs)
+    if opts.placement == "recorded":
+        recorded = pfprof.recorded_placement(pattern)
+        if recorded is None:
             raise ConfigError(
                 f"pattern {pattern.name!r} has no recorded placement (processor names)"
             )
-        place.validate(topo, opts.ranks_per_host)
-    else:
-        place = placements.make(
-            topo, pattern.nprocs, opts.placement, seed=opts.seed, ranks_per_host=opts.ranks_per_host
-        )
-    return placements.to_hosts(pattern, place)
+        recorded.validate(topo, opts.ranks_per_host)
+        return recorded
+    return placements.make(
+        topo, pattern.nprocs, opts.placement, seed=opts.seed, ranks_per_host=opts.ranks_per_host
+    )
 
 
 TOPOLOGY_OPT = typer.Option(

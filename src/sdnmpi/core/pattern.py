@@ -22,8 +22,8 @@ hop count), and an optional message-size histogram.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
 import dataclasses
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
