@@ -18,8 +18,8 @@ from sdnmpi.core import placement as placements
 from sdnmpi.core import workloads
 from sdnmpi.core.pattern import Pattern
 from sdnmpi.core.placement import Placement
-from sdnmpi.core.topology import Topology
 from sdnmpi.core.summary import pattern_summary
+from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError
 from sdnmpi.formats import hostfile, pfprof
 
