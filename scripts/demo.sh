@@ -15,8 +15,8 @@ step() { printf '\n\033[1m== %s ==\033[0m\n' "$*"; }
 step "The seed cluster 'milk' (bundled GraphML): hosts, switches, bisection"
 $bin/sdnmpi topology show milk
 
-step "UnisonFlow's testbed: leaf-spine with 4 Gbit/s aggregated uplinks"
-$bin/sdnmpi topology show unisonflow --links | head -n 20
+step "NetSA's testbed: bandwidth-class spine uplinks and a latency-class ToR link"
+$bin/sdnmpi topology show netsa --links
 
 step "MPICH's default MPI_Allreduce for 16 ranks and 1 MiB, expanded step by step"
 $bin/sdnmpi pattern show allreduce:nprocs=16,bytes=1048576,type_bytes=8 --top 5
