@@ -7,13 +7,14 @@ STAMP := $(VENV)/.installed
 SHARED ?= $(abspath ../shared)
 CG_TRACE := $(SHARED)/workloads/pfsim-traces/cg-c-128.tar.gz
 
-.PHONY: all test demo lint typecheck unit deps venv clean help
+.PHONY: all test demo bench lint typecheck unit deps venv clean help
 
 all: test
 
 help:
 	@echo "make demo   install what is missing, then run the main end-to-end job"
 	@echo "make test   install what is missing, then run lint, type checks and all tests"
+	@echo "make bench  run the benchmarks (figures and ratios)"
 
 # System packages (apt), installed only when missing; the list grows with the project.
 deps:
@@ -41,6 +42,9 @@ test: lint typecheck unit
 
 demo: $(STAMP)
 	@scripts/demo.sh
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_core.py
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache

@@ -21,6 +21,12 @@ scatter            ``nprocs * count``          block ``r`` goes to rank ``r``
 alltoall           ``nprocs * nprocs * count`` block ``i*nprocs+j`` goes i -> j
 barrier            ``nprocs``                  "rank r has arrived"
 =================  ==========================  ====================================
+
+Some algorithms split the buffer at byte granularity rather than at element
+boundaries (MPICH's scatter-allgather broadcasts divide ``count * type_bytes``
+bytes into ``ceil(nbytes / nprocs)``-byte pieces).  Their schedules set
+``unit_bytes=1``: segments then index bytes and the data space is scaled by
+``type_bytes / unit_bytes`` (:attr:`Schedule.element_bytes`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
+
+import numpy as np
 
 from sdnmpi.core.pattern import Pattern, Phase
 from sdnmpi.errors import PatternError
@@ -41,9 +49,12 @@ MessageOp = Literal["copy", "reduce", "notify"]
 Segment = tuple[int, int]  # half-open element range [lo, hi)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Message:
-    """One point-to-point message of a collective algorithm."""
+    """One point-to-point message of a collective algorithm.
+
+    Slotted: a 1024-rank alltoall holds a million of them.
+    """
 
     src: int
     dst: int
@@ -87,6 +98,12 @@ class Schedule:
     root: int | None = None
     steps: tuple[Step, ...] = field(default_factory=tuple)
     params: tuple[tuple[str, int], ...] = ()
+    unit_bytes: int | None = None
+
+    @property
+    def element_bytes(self) -> int:
+        """Bytes per segment element: ``unit_bytes`` if set, else ``type_bytes``."""
+        return self.unit_bytes or self.type_bytes
 
     @property
     def size_bytes(self) -> int:
@@ -122,13 +139,7 @@ class Schedule:
         title = _MPI_NAMES.get(self.collective, self.collective)
         n = len(self.steps)
         phases = tuple(
-            Phase.from_arrays(
-                f"{title} {self.algorithm}: {step.label} (step {i + 1}/{n})",
-                [m.src for m in step.messages],
-                [m.dst for m in step.messages],
-                [m.size_bytes for m in step.messages],
-                [1] * len(step.messages),
-            )
+            _step_phase(f"{title} {self.algorithm}: {step.label} (step {i + 1}/{n})", step)
             for i, step in enumerate(self.steps)
         )
         meta = {
@@ -139,7 +150,19 @@ class Schedule:
             "root": self.root,
             **dict(self.params),
         }
+        if self.unit_bytes is not None:
+            meta["unit_bytes"] = self.unit_bytes
         return Pattern(name or f"{title} ({self.algorithm})", self.nprocs, phases, None, meta)
+
+
+def _step_phase(label: str, step: Step) -> Phase:
+    """One step as a traffic matrix, built from flat numpy columns in a single pass."""
+    msgs = step.messages
+    k = len(msgs)
+    src = np.fromiter((m.src for m in msgs), dtype=np.int64, count=k)
+    dst = np.fromiter((m.dst for m in msgs), dtype=np.int64, count=k)
+    size = np.fromiter((m.size_bytes for m in msgs), dtype=np.int64, count=k)
+    return Phase.from_arrays(label, src, dst, size, np.ones(k, dtype=np.int64))
 
 
 _MPI_NAMES = {
@@ -173,6 +196,7 @@ class ScheduleBuilder:
         count: int,
         type_bytes: int = 1,
         root: int | None = None,
+        unit_bytes: int | None = None,
     ) -> None:
         if nprocs < 1:
             raise PatternError(f"{collective}: nprocs must be >= 1, got {nprocs}")
@@ -182,21 +206,32 @@ class ScheduleBuilder:
             raise PatternError(f"{collective}: type_bytes must be >= 1, got {type_bytes}")
         if root is not None and not 0 <= root < nprocs:
             raise PatternError(f"{collective}: root {root} out of range for {nprocs} processes")
+        if unit_bytes is not None and (unit_bytes < 1 or type_bytes % unit_bytes):
+            raise PatternError(
+                f"{collective}: unit_bytes {unit_bytes} must be >= 1 and divide "
+                f"type_bytes {type_bytes}"
+            )
         self.collective = collective
         self.algorithm = algorithm
         self.nprocs = nprocs
         self.count = count
         self.type_bytes = type_bytes
         self.root = root
+        self.unit_bytes = unit_bytes
+        self._element_bytes = unit_bytes or type_bytes
         self._steps: list[Step] = []
         self._params: list[tuple[str, int]] = []
 
     def msg(
         self, src: int, dst: int, segments: Iterable[Segment], op: MessageOp = "copy"
     ) -> Message:
-        """A message of this schedule's datatype; empty segments are dropped."""
+        """A message of this schedule's element size; empty segments are dropped.
+
+        A message whose segments are all empty is kept: it models a zero-byte
+        message that the algorithm really sends (an MPI envelope on the wire).
+        """
         segs = tuple((lo, hi) for lo, hi in segments if hi > lo)
-        return Message(src, dst, segs, op, self.type_bytes)
+        return Message(src, dst, segs, op, self._element_bytes)
 
     def step(self, label: str, messages: Iterable[Message]) -> None:
         """Append a step (skipped if it has no message)."""
@@ -219,4 +254,5 @@ class ScheduleBuilder:
             self.root,
             tuple(self._steps),
             tuple(self._params),
+            self.unit_bytes,
         )
