@@ -14,11 +14,13 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+from sdnmpi.core import placement as placements
 from sdnmpi.core import presets, workloads
 from sdnmpi.core.pattern import Pattern
+from sdnmpi.core.placement import Placement
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError, FormatError
-from sdnmpi.formats import graphml, native, netsa, pfprof
+from sdnmpi.formats import graphml, hostfile, native, netsa, pfprof
 
 
 def _milk() -> Topology:
@@ -144,3 +146,29 @@ def save_pattern(pattern: Pattern, path: str | Path, fmt: str | None = None) -> 
         pfprof.dump_pfprof(pattern, path)
     else:
         raise ConfigError(f"unknown pattern format {fmt!r} (want json, netsa or pfprof)")
+
+
+def resolve_placement(
+    pattern: Pattern,
+    topo: Topology,
+    spec: str,
+    *,
+    ranks_per_host: int | None = None,
+    seed: int = 0,
+) -> Placement:
+    """A placement for ``pattern`` on ``topo`` from a command-line spec.
+
+    ``spec`` is a strategy (``block``, ``cyclic``, ``random``), ``recorded`` (the
+    hosts a pfprof trace recorded) or the path of an MPI host file.
+    """
+    if Path(spec).is_file():
+        return hostfile.load_hostfile(spec, topo, pattern.nprocs)
+    if spec == "recorded":
+        recorded = pfprof.recorded_placement(pattern)
+        if recorded is None:
+            raise ConfigError(
+                f"pattern {pattern.name!r} has no recorded placement (processor names)"
+            )
+        recorded.validate(topo, ranks_per_host)
+        return recorded
+    return placements.make(topo, pattern.nprocs, spec, seed=seed, ranks_per_host=ranks_per_host)

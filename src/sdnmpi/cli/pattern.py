@@ -17,11 +17,9 @@ from sdnmpi.core import classify as netsa_classify
 from sdnmpi.core import placement as placements
 from sdnmpi.core import workloads
 from sdnmpi.core.pattern import Pattern
-from sdnmpi.core.placement import Placement
 from sdnmpi.core.summary import pattern_summary
-from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError
-from sdnmpi.formats import hostfile, pfprof
+from sdnmpi.formats import pfprof
 
 app = typer.Typer(
     help="Communication patterns: traces, NetSA matrices, collectives, mini-apps.",
@@ -51,23 +49,10 @@ def _aggregate(pattern: Pattern, opts: HostOptions) -> Pattern:
     if pattern.hosts is not None:
         raise ConfigError(f"pattern {pattern.name!r} is already host-level; drop --topology")
     topo = catalog.load_topology(opts.topology)
-    return placements.to_hosts(pattern, _placement(pattern, topo, opts))
-
-
-def _placement(pattern: Pattern, topo: Topology, opts: HostOptions) -> Placement:
-    if Path(opts.placement).is_file():
-        return hostfile.load_hostfile(opts.placement, topo, pattern.nprocs)
-    if opts.placement == "recorded":
-        recorded = pfprof.recorded_placement(pattern)
-        if recorded is None:
-            raise ConfigError(
-                f"pattern {pattern.name!r} has no recorded placement (processor names)"
-            )
-        recorded.validate(topo, opts.ranks_per_host)
-        return recorded
-    return placements.make(
-        topo, pattern.nprocs, opts.placement, seed=opts.seed, ranks_per_host=opts.ranks_per_host
+    place = catalog.resolve_placement(
+        pattern, topo, opts.placement, ranks_per_host=opts.ranks_per_host, seed=opts.seed
     )
+    return placements.to_hosts(pattern, place)
 
 
 TOPOLOGY_OPT = typer.Option(
