@@ -1,0 +1,254 @@
+"""The simulated workload: flows on paths, grouped in phases, and who waits for whom.
+
+A :class:`Workload` turns :class:`~sdnmpi.core.routing.model.Demands` (one row
+per flow: bytes, phase, ranks) and a :class:`~sdnmpi.core.routing.model.Routing`
+(one path per flow) into what the event loop consumes: a sparse ``flows x arcs``
+incidence matrix, sizes in bits and the latency of each path.
+
+:func:`rank_steps` builds the dependency structure of the ``ranks`` mode.  Each
+occurrence of a phase is a *step* (a phase with ``repeat`` r gives r consecutive
+steps).  A rank takes part in a step when it sends or receives a flow in it.
+The flow a->b of step s is released when rank a has completed every flow it
+sent or received in its previous step (the latest earlier step in which it took
+part) and rank b likewise; the flows of a rank's first step are released at
+time 0.  This is the usual dependency of a bulk-synchronous MPI code whose steps
+end with a wait on all their requests, without a global barrier.  Cells between
+two ranks on the same host are not flows (``Demands`` drops them), so they are
+free and synchronize nothing.
+
+The structure is stored as counted *groups* so that the event loop stays
+vectorized: group (r, s) holds the flows rank r sends or receives in step s; a
+flow counts toward two groups (its sender's and its receiver's) and waits for
+at most two (their previous groups).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from sdnmpi.core.routing.model import Demands, Routing
+from sdnmpi.errors import ConfigError, RoutingError
+from sdnmpi.sim.maxmin import incidence_matrix
+from sdnmpi.sim.platform import Platform
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+def row_positions(indptr: IntArray, rows: IntArray) -> tuple[IntArray, IntArray]:
+    """Positions of the CSR entries of ``rows`` (in row order), and each row's length.
+
+    >>> row_positions(np.array([0, 2, 3, 5]), np.array([2, 0]))
+    (array([3, 4, 0, 1]), array([2, 2]))
+    """
+    starts = indptr[rows]
+    lengths = indptr[rows + 1] - starts
+    if not lengths.size:
+        return np.zeros(0, dtype=np.int64), lengths
+    offsets = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    return np.arange(int(lengths.sum()), dtype=np.int64) + offsets, lengths
+
+
+def gather_rows(indptr: IntArray, values: IntArray, rows: IntArray) -> IntArray:
+    """Concatenate the CSR segments ``values[indptr[r]:indptr[r+1]]`` of ``rows``.
+
+    >>> gather_rows(np.array([0, 2, 3, 5]), np.array([7, 8, 9, 10, 11]), np.array([2, 0]))
+    array([10, 11,  7,  8])
+    """
+    out: IntArray = values[row_positions(indptr, rows)[0]]
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """Flows to simulate: the paths, sizes, path latencies, phases and ranks of each."""
+
+    incidence: Any
+    size_bytes: FloatArray
+    latency_s: FloatArray
+    phase: IntArray
+    src_rank: IntArray
+    dst_rank: IntArray
+    phase_labels: tuple[str, ...]
+    phase_repeat: IntArray
+
+    def __len__(self) -> int:
+        return int(self.size_bytes.size)
+
+    @property
+    def nphases(self) -> int:
+        """Number of phases."""
+        return len(self.phase_labels)
+
+    @property
+    def size_bits(self) -> FloatArray:
+        """Flow sizes in bits."""
+        out: FloatArray = self.size_bytes * 8.0
+        return out
+
+    @property
+    def has_ranks(self) -> bool:
+        """Whether every flow names its MPI ranks (rank-level demands)."""
+        return bool((self.src_rank >= 0).all() and (self.dst_rank >= 0).all())
+
+    @cached_property
+    def _phase_index(self) -> tuple[IntArray, IntArray]:
+        order = np.argsort(self.phase, kind="stable").astype(np.int64)
+        ptr = np.zeros(self.nphases + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.phase, minlength=self.nphases), out=ptr[1:])
+        return ptr, order
+
+    def phase_rows(self, phase: int) -> IntArray:
+        """Indices of the flows of one phase, in input order."""
+        ptr, order = self._phase_index
+        return order[ptr[phase] : ptr[phase + 1]]
+
+    def arc_bytes(self, narcs: int) -> FloatArray:
+        """Bytes each arc carries over the whole run (phases weighted by repeat)."""
+        weight = self.size_bytes * self.phase_repeat[self.phase]
+        per_entry = np.repeat(weight, np.diff(self.incidence.indptr)) * self.incidence.data
+        out: FloatArray = np.bincount(
+            self.incidence.indices, weights=per_entry, minlength=narcs
+        ).astype(np.float64)
+        return out
+
+    @classmethod
+    def from_demands(cls, platform: Platform, demands: Demands, routing: Routing) -> Workload:
+        """The flows of ``demands`` on the paths of ``routing``."""
+        if len(routing) != len(demands):
+            raise RoutingError(
+                f"routing {routing.router!r} has {len(routing)} paths for {len(demands)} flows"
+            )
+        arcs = routing.arcs
+        _check_paths(platform, arcs, routing.router)
+        return cls(
+            incidence_matrix(arcs, platform.narcs),
+            demands.size_bytes.astype(np.float64),
+            _path_latency(platform, arcs),
+            demands.phase.astype(np.int64),
+            demands.src_rank.astype(np.int64),
+            demands.dst_rank.astype(np.int64),
+            demands.phase_labels,
+            demands.phase_repeat.astype(np.int64),
+        )
+
+    @classmethod
+    def from_paths(
+        cls,
+        platform: Platform,
+        paths: Sequence[Sequence[int]],
+        size_bytes: npt.ArrayLike,
+        *,
+        phase: npt.ArrayLike | None = None,
+        ranks: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+        phase_repeat: npt.ArrayLike | None = None,
+    ) -> Workload:
+        """Flows given directly as arc-index paths (tests, references, tools)."""
+        routing = Routing.from_paths("paths", paths)
+        n = len(routing)
+        arcs = routing.arcs
+        _check_paths(platform, arcs, "paths")
+        ph = np.zeros(n, np.int64) if phase is None else np.asarray(phase, np.int64)
+        nph = int(ph.max(initial=-1)) + 1
+        rep = np.ones(nph, np.int64) if phase_repeat is None else np.asarray(phase_repeat, np.int64)
+        minus = np.full(n, -1, np.int64)
+        src, dst = (minus, minus) if ranks is None else (np.asarray(r, np.int64) for r in ranks)
+        return cls(
+            incidence_matrix(arcs, platform.narcs),
+            np.asarray(size_bytes, dtype=np.float64).reshape(-1),
+            _path_latency(platform, arcs),
+            ph,
+            src,
+            dst,
+            tuple(f"phase {i}" for i in range(nph)),
+            rep,
+        )
+
+
+def _check_paths(platform: Platform, arcs: IntArray, router: str) -> None:
+    if arcs.size and int(arcs.max()) >= platform.narcs:
+        raise RoutingError(
+            f"routing {router!r} uses arc {int(arcs.max())}, "
+            f"platform {platform.name!r} has {platform.narcs} arcs"
+        )
+    empty = np.flatnonzero((arcs >= 0).sum(axis=1) == 0)
+    if empty.size:
+        raise RoutingError(f"routing {router!r}: flow {int(empty[0])} has an empty path")
+
+
+def _path_latency(platform: Platform, arcs: IntArray) -> FloatArray:
+    latency = np.append(platform.latency_s, 0.0)
+    out: FloatArray = latency[arcs].sum(axis=1) if arcs.size else np.zeros(arcs.shape[0])
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Dependencies:
+    """Counted groups: ``member[i]`` are the groups flow i counts toward and
+    ``wait[i]`` the groups that must all complete before flow i is released
+    (``-1`` pads both)."""
+
+    member: IntArray
+    wait: IntArray
+    ngroups: int
+
+    def prerequisites(self, flow: int) -> IntArray:
+        """The flows that must complete before ``flow`` starts (small cases, tests)."""
+        groups = self.wait[flow][self.wait[flow] >= 0]
+        return np.flatnonzero(np.isin(self.member, groups).any(axis=1))
+
+
+@dataclass(frozen=True, eq=False)
+class Steps:
+    """A workload unrolled into steps for the ``ranks`` mode.
+
+    ``flow[i]`` is the workload flow of occurrence i, ``step[i]`` its step, and
+    ``step_phase[s]`` the phase of step s.
+    """
+
+    flow: IntArray
+    step: IntArray
+    step_phase: IntArray
+    deps: Dependencies
+
+    def __len__(self) -> int:
+        return int(self.flow.size)
+
+
+def rank_steps(workload: Workload, max_flows: int) -> Steps:
+    """Unroll the phases (each repeat is a step) and link each flow to its ranks' last steps.
+
+    Raises :class:`ConfigError` when the unrolled workload would exceed ``max_flows``.
+    """
+    counts = np.bincount(workload.phase, minlength=workload.nphases)
+    total = int((counts * workload.phase_repeat).sum())
+    if total > max_flows:
+        raise ConfigError(
+            f"ranks mode unrolls the repeats into {total} flows, above the limit of "
+            f"{max_flows}: use mode='phases' or raise max_flows"
+        )
+    step_phase = np.repeat(np.arange(workload.nphases, dtype=np.int64), workload.phase_repeat)
+    ptr, order = workload._phase_index
+    flow = gather_rows(ptr, order, step_phase)
+    step = np.repeat(np.arange(step_phase.size, dtype=np.int64), counts[step_phase])
+    deps = _rank_groups(workload.src_rank[flow], workload.dst_rank[flow], step, step_phase.size)
+    return Steps(flow, step, step_phase, deps)
+
+
+def _rank_groups(src: IntArray, dst: IntArray, step: IntArray, nsteps: int) -> Dependencies:
+    """Group (rank, step) per side of each flow; each group waits for its rank's previous one."""
+    keys = np.concatenate([src * nsteps + step, dst * nsteps + step])
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    member = inverse.reshape(2, -1).T.astype(np.int64)
+    rank = uniq // max(nsteps, 1)
+    previous = np.arange(uniq.size, dtype=np.int64) - 1
+    if uniq.size:
+        previous[0] = -1
+        previous[1:][rank[1:] != rank[:-1]] = -1
+    return Dependencies(member, previous[member], int(uniq.size))
