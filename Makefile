@@ -43,8 +43,10 @@ test: lint typecheck unit
 demo: $(STAMP)
 	@scripts/demo.sh
 
+BENCHMARKS := bench_core bench_routing bench_ours bench_sim bench_quality
+
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_core.py
+	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b.py"; $(BIN)/python benchmarks/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache

@@ -21,6 +21,7 @@ ROUTER_NAMES = (
     "greedy",
     "greedy_bottleneck",
     "netsa",
+    "ours",
 )
 #: Routers whose paths are shortest on every topology (ECMP, min-hop, greedy).
 ALWAYS_SHORTEST = ("ecmp", "minhop", "greedy", "greedy_bottleneck")

@@ -11,10 +11,17 @@ import sys
 import typer
 
 from sdnmpi import __version__
-from sdnmpi.cli import pattern, topology
-from sdnmpi.errors import ConfigError, FormatError, PatternError, SdnMpiError, TopologyError
+from sdnmpi.cli import evaluate, pattern, topology
+from sdnmpi.errors import (
+    ConfigError,
+    FormatError,
+    PatternError,
+    RoutingError,
+    SdnMpiError,
+    TopologyError,
+)
 
-BAD_INPUT = (ConfigError, FormatError, PatternError, TopologyError)
+BAD_INPUT = (ConfigError, FormatError, PatternError, RoutingError, TopologyError)
 
 app = typer.Typer(
     name="sdnmpi",
@@ -25,6 +32,8 @@ app = typer.Typer(
 )
 app.add_typer(topology.app, name="topology")
 app.add_typer(pattern.app, name="pattern")
+app.command("evaluate")(evaluate.evaluate)
+app.command("routers")(evaluate.routers_command)
 
 
 def _version(value: bool) -> None:

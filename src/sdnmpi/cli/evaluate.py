@@ -1,0 +1,145 @@
+"""``sdnmpi evaluate``: routers side by side on workloads, against the LP bound."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sdnmpi import catalog, evaluation
+from sdnmpi.core.routing import ROUTERS
+from sdnmpi.core.routing import info as router_info
+from sdnmpi.errors import ConfigError
+
+console = Console()
+err_console = Console(stderr=True)
+DEFAULT_ROUTERS = "single,ecmp,dmodk,minhop,greedy,ours"
+
+
+def evaluate(
+    topology: str = typer.Option(..., "--topology", "-t", help="A preset or a topology file."),
+    workload: list[str] = typer.Option(
+        ..., "--workload", "-w", help="A pattern spec or file; repeat for several."
+    ),
+    placement: str = typer.Option(
+        "block", "--placement", help="block, cyclic, random, recorded or an MPI host file."
+    ),
+    ranks_per_host: int | None = typer.Option(
+        None, "--ranks-per-host", help="Slots per host (default: cores)."
+    ),
+    routers: str = typer.Option(
+        DEFAULT_ROUTERS, "--routers", "-r", help=f"Comma-separated, from: {', '.join(ROUTERS)}."
+    ),
+    granularity: str = typer.Option("job", "--granularity", help="job (one routing) or phase."),
+    mode: str = typer.Option("phases", "--mode", help="Simulation: phases (barriers) or ranks."),
+    seed: int = typer.Option(0, "--seed", help="Seed for ECMP hashing and random placements."),
+    side: str = typer.Option("tx", "--side", help="pfprof traces: tx or rx matrices."),
+    as_json: bool = typer.Option(False, "--json", help="Print the stable JSON document."),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Directory for bar-chart and heat-map PNGs."
+    ),
+) -> None:
+    """Route each workload with each router, bound the optimum, and simulate the time."""
+    options = evaluation.Options(
+        evaluation.check_routers([r.strip() for r in routers.split(",") if r.strip()]),
+        _choice(granularity, ("job", "phase"), "--granularity"),  # type: ignore[arg-type]
+        _choice(mode, ("phases", "ranks"), "--mode"),  # type: ignore[arg-type]
+        seed,
+    )
+    topo = catalog.load_topology(topology)
+    results: list[evaluation.RouterResult] = []
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    ) as bar:
+        task = bar.add_task("loading", total=None)
+        for spec in workload:
+            work = _workload(spec, topo, placement, ranks_per_host, seed, side)
+            results += evaluation.evaluate(
+                topo,
+                work,
+                options,
+                clock=time.perf_counter,
+                progress=lambda msg: bar.update(task, description=msg),
+            )
+    doc = evaluation.report(results)
+    if plot is not None:
+        from sdnmpi.report.evaluation import write_plots
+
+        doc["plots"] = [str(p) for p in write_plots(results, topo, plot)]
+    if as_json:
+        typer.echo(json.dumps(doc, indent=1))
+    else:
+        _render(results, topo.name, doc.get("plots", []))
+
+
+def _choice(value: str, allowed: tuple[str, ...], flag: str) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{flag} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _workload(
+    spec: str, topo: Any, placement: str, ranks_per_host: int | None, seed: int, side: str
+) -> evaluation.Workload:
+    if side not in ("tx", "rx"):
+        raise ConfigError(f"--side must be tx or rx, got {side!r}")
+    pattern = catalog.load_pattern(spec, side="tx" if side == "tx" else "rx")
+    if pattern.hosts is not None:
+        return evaluation.Workload(spec, pattern, None)
+    place = catalog.resolve_placement(
+        pattern, topo, placement, ranks_per_host=ranks_per_host, seed=seed
+    )
+    return evaluation.Workload(spec, pattern, place)
+
+
+def routers_command() -> None:
+    """The routers, with what they do and where they come from."""
+    table = Table("router", "description", "source")
+    for name in ROUTERS:
+        i = router_info(name)
+        table.add_row(i.name, i.description, i.citation)
+    console.print(table)
+
+
+def _render(results: list[evaluation.RouterResult], topo: str, plots: list[str]) -> None:
+    by_workload: dict[str, list[evaluation.RouterResult]] = {}
+    for r in results:
+        by_workload.setdefault(r.workload, []).append(r)
+    for name, rows in by_workload.items():
+        first = rows[0]
+        table = Table(
+            "router",
+            "comm time",
+            "vs D-mod-K",
+            "max link util",
+            "/ LP",
+            "time / bound",
+            "route s",
+            title=f"{name} on {topo}: {first.flows:,} flows, {first.phases} phases; "
+            f"LP bound {first.lp_max_link_util:.4g}, lower bound {first.lower_bound_s:.4g} s",
+        )
+        for r in rows:
+            speed = f"{r.speedup_vs_dmodk:.2f}x" if r.speedup_vs_dmodk is not None else "-"
+            table.add_row(
+                r.router,
+                f"{r.comm_time_s:.4g} s",
+                speed,
+                f"{r.max_link_util:.4g}",
+                f"{r.util_ratio:.3f}",
+                f"{r.time_ratio:.3f}",
+                f"{r.route_time_s:.3f}",
+            )
+        console.print(table)
+    for p in plots:
+        console.print(f"plot written to {p}", highlight=False)

@@ -1,0 +1,589 @@
+"""Lower bounds on link congestion, and the link-utilization metric of the project.
+
+Definitions (every router, benchmark and report uses these)
+-----------------------------------------------------------
+For a routing ``R`` of demands with phases ``p`` (each repeated ``repeat_p``
+times), ``bytes_e(p)`` is the sum of the bytes of the phase-``p`` flows whose
+path uses arc ``e`` (one direction of a link, ``capacity_e`` bit/s).
+
+* ``max_link_util_p(R) = max_e 8 * bytes_e(p) / capacity_e``, in seconds: the
+  phase's load over capacity with its bytes spread over one second (a unitless
+  utilization), which equals the seconds the busiest link needs to carry them.
+* ``max_link_util(R) = sum_p repeat_p * max_link_util_p(R)``.
+* ``lambda_p``: the optimum of the fractional minimum-congestion multicommodity
+  flow LP of phase ``p`` (below): the least ``max_link_util_p`` of any routing,
+  even one splitting flows over many paths and changing paths every phase.
+* ``lp_max_link_util = sum_p repeat_p * lambda_p <= max_link_util(R)`` for all R.
+* ``nic_p = max over hosts h of 8 * (bytes h sends or receives in p) /
+  (capacity of h's links in that direction) <= lambda_p``.
+* ``latency_p``: the largest, over phase ``p``'s flows, of the least latency of
+  any path of that flow (sum of ``latency_s`` along it, no host transit).
+* ``lower_bound_s = sum_p repeat_p * max(lambda_p, latency_p)``: no routing
+  drains the pattern faster, whatever the transport does.
+* ``single_path_p >= lambda_p``: a lower bound on ``max_link_util_p`` of any
+  *unsplittable* routing (one path per host pair), from the widest single path
+  of each pair and a pigeonhole argument on every tree cut (see
+  :func:`phase_bounds`); ``single_path_max_link_util = sum_p repeat_p *
+  single_path_p``.  Where it exceeds ``lambda_p`` no single-path router can reach
+  ``lambda_p``: the gap is integrality, not the router.
+
+The LP (per phase)
+------------------
+Minimize ``lambda`` subject to: for every arc ``e``, ``8 * sum_k x_{k,e} /
+capacity_e <= lambda``; flow conservation of every commodity ``k`` at every
+node; every host pair's bytes shipped; no flow through a host (a host only
+sources its own bytes and sinks bytes destined to it).  Commodities are
+aggregated by destination (or by source, on the reversed graph, when fewer
+distinct sources), the multicommodity flow formulation of Ahuja, Magnanti and
+Orlin (*Network Flows*, 1993, ch. 17).  When every host hangs off one switch
+its first and last arcs are forced, so the LP runs on the switch graph with one
+commodity per destination *leaf* (exact: a path to host ``t`` ends with the
+forced arc from ``t``'s leaf) and ``lambda_p`` is the larger of its optimum and
+the host links' fixed utilization.  This gives ``leaves x switch-arcs``
+variables instead of ``hosts x arcs``.  The matrices are built with
+:mod:`scipy.sparse` and solved by HiGHS (Huangfu and Hall, 2018) through
+:func:`scipy.optimize.linprog`.  HiGHS's default feasibility tolerance (1e-7)
+applies: ``lambda_p`` may exceed the exact optimum by that relative amount.
+
+Most phases need no LP: splitting every node's flow evenly over its shortest
+next hops is a feasible routing whose congestion is an upper bound on
+``lambda_p``, and the most bytes crossing a tree cut (the hosts below a switch
+with every switch whose hosts are all among them) over the cut's capacity, or
+the NIC bound, a lower bound; when the two meet (fat-trees, leaf-spines, XGFTs
+with equal capacities per level) they are ``lambda_p`` (status
+``certified``), else the LP is solved (``optimal``).  ``force_lp=True``
+always solves it.  Phases whose host-level matrices are equal up to a factor
+share one solve (``lambda`` is linear in the demands; status ``cached``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import numpy.typing as npt
+from scipy.optimize import linprog
+from scipy.sparse import coo_matrix, csr_matrix
+from scipy.sparse.csgraph import dijkstra, shortest_path
+
+from sdnmpi.core.routing.candidates import (
+    Attachment,
+    attachment,
+    host_phases,
+    phase_key,
+)
+from sdnmpi.core.routing.model import Demands, Fabric, Routing
+from sdnmpi.errors import RoutingError
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+Clock = Callable[[], float]
+Bytes = IntArray | FloatArray
+
+#: Dense (phase x arc) load tables up to this many cells; sparse sums beyond.
+_DENSE_CELLS = 1 << 24
+#: LPs with more variables than this are solved by interior point, not simplex.
+_IPM_VARS = 4000
+
+
+# -- the metric ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LinkUtil:
+    """``max_link_util`` of a routing: per phase (seconds), its busiest arc, the total."""
+
+    per_phase_s: FloatArray
+    busiest_arc: IntArray
+    repeat: IntArray
+    total_s: float
+
+
+def max_link_util(fabric: Fabric, demands: Demands, routing: Routing) -> LinkUtil:
+    """``max_e 8*bytes_e(p)/capacity_e`` per phase and its repeat-weighted sum.
+
+    >>> from sdnmpi.core.generators import leaf_spine
+    >>> f = Fabric(leaf_spine(1, 2, 1, host_bps=8.0, uplink_bps=4.0))
+    >>> d = Demands.all_pairs(f, size_bytes=2)
+    >>> r = Routing.from_paths("x", [[0, 4, 7, 3], [2, 6, 5, 1]])
+    >>> max_link_util(f, d, r).total_s  # 2 bytes = 16 bits over a 4 bit/s uplink
+    4.0
+    """
+    nph, na = demands.nphases, fabric.narcs
+    mask = routing.arcs >= 0
+    arc = routing.arcs[mask]
+    flow = np.nonzero(mask)[0]
+    key = demands.phase[flow] * na + arc
+    weight = demands.size_bytes[flow].astype(np.float64)
+    inv_c = 8.0 / fabric.capacity_bps
+    per_phase = np.zeros(nph)
+    busiest = np.full(nph, -1, np.int64)
+    if nph * na <= _DENSE_CELLS:
+        table = np.bincount(key, weights=weight, minlength=nph * na).reshape(nph, na) * inv_c
+        busiest = np.argmax(table, axis=1).astype(np.int64) if na else busiest
+        per_phase = table[np.arange(nph), busiest] if na else per_phase
+    elif key.size:
+        cells, inverse = np.unique(key, return_inverse=True)
+        util = np.bincount(inverse, weights=weight) * inv_c[cells % na]
+        order = np.lexsort((-util, cells // na))
+        first = order[np.r_[True, np.diff(cells[order] // na) != 0]]
+        per_phase[cells[first] // na] = util[first]
+        busiest[cells[first] // na] = cells[first] % na
+    per_phase[busiest < 0] = 0.0
+    repeat = np.asarray(demands.phase_repeat, dtype=np.int64)
+    return LinkUtil(per_phase, busiest, repeat, float(per_phase @ repeat))
+
+
+# -- bounds ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PhaseBound:
+    """Bounds of one phase (seconds).
+
+    ``status`` tells how ``lp_s`` was found: ``optimal`` (LP solved, of
+    ``lp_vars`` variables and ``lp_rows`` rows, in ``solve_s`` seconds when a
+    clock is given), ``certified`` (uniform split meets a cut bound), ``cached``
+    (a proportional earlier phase), ``host-links`` (no flow leaves its leaf)
+    or ``empty``.
+    """
+
+    phase: int
+    label: str
+    repeat: int
+    lp_s: float
+    nic_s: float
+    latency_s: float
+    single_path_s: float
+    status: str
+    lp_vars: int
+    lp_rows: int
+    solve_s: float
+
+
+@dataclass(frozen=True)
+class PatternBound:
+    """Repeat-weighted sums of the phase bounds (see the module docstring)."""
+
+    phases: tuple[PhaseBound, ...]
+    lp_max_link_util_s: float
+    nic_max_link_util_s: float
+    single_path_max_link_util_s: float
+    lower_bound_s: float
+    lp_solves: int
+
+
+def phase_bounds(
+    fabric: Fabric,
+    demands: Demands,
+    *,
+    single_path: bool = True,
+    force_lp: bool = False,
+    clock: Clock | None = None,
+) -> list[PhaseBound]:
+    """LP, NIC, latency and single-path bounds of every phase.
+
+    ``clock`` (e.g. ``time.perf_counter``) times each LP solve; without it
+    ``solve_s`` is NaN.  ``single_path=False`` skips the single-path bound
+    (then equal to ``lp_s``).
+
+    The single-path bound of a phase is the largest of ``lambda_p``; ``8 *
+    bytes / widest`` for each host pair, where ``widest`` is the largest
+    bottleneck capacity of any single path joining the pair; and, for every
+    cut ``S`` of the tree (the hosts below a switch together with every switch
+    whose hosts are all among them) and each direction, a pigeonhole bound:
+    the pairs crossing the cut are jobs, its ``m`` arcs machines, one path puts
+    all of a pair's bytes on at least one of them, so among the ``j*m + 1``
+    largest jobs ``j + 1`` share an arc.
+    """
+    ctx = _Context(fabric)
+    hp = host_phases(demands, fabric.nhosts)
+    latency = ctx.pair_latency(hp.src, hp.dst)
+    cache: dict[bytes, tuple[float, float, str, int, int, float]] = {}
+    out = []
+    for p in range(demands.nphases):
+        s, t, b = hp.phase(p)
+        a, z = int(hp.start[p]), int(hp.start[p + 1])
+        key, scale = phase_key(s, t, b)
+        status = "cached" if key in cache else ""
+        if key not in cache:
+            cache[key] = _solve_phase(ctx, s, t, b // scale, single_path, force_lp, clock)
+        lam, sp, how, nvars, nrows, secs = cache[key]
+        out.append(
+            PhaseBound(
+                p,
+                demands.phase_labels[p],
+                int(demands.phase_repeat[p]),
+                lam * scale,
+                ctx.nic(s, t, b),
+                float(latency[a:z].max(initial=0.0)),
+                sp * scale,
+                status or how,
+                nvars,
+                nrows,
+                math.nan if status else secs,
+            )
+        )
+    return out
+
+
+def pattern_bound(
+    fabric: Fabric,
+    demands: Demands,
+    *,
+    single_path: bool = True,
+    force_lp: bool = False,
+    clock: Clock | None = None,
+) -> PatternBound:
+    """The pattern's ``lp_max_link_util``, ``lower_bound_s`` and the other sums."""
+    phases = phase_bounds(fabric, demands, single_path=single_path, force_lp=force_lp, clock=clock)
+
+    def total(values: list[float]) -> float:
+        return float(sum(ph.repeat * v for ph, v in zip(phases, values, strict=True)))
+
+    return PatternBound(
+        tuple(phases),
+        total([ph.lp_s for ph in phases]),
+        total([ph.nic_s for ph in phases]),
+        total([ph.single_path_s for ph in phases]),
+        total([max(ph.lp_s, ph.latency_s) for ph in phases]),
+        sum(1 for ph in phases if ph.status not in ("cached", "empty", "host-links")),
+    )
+
+
+def single_path_bound(fabric: Fabric) -> Callable[[IntArray, IntArray, Bytes], float]:
+    """``f(src, dst, bytes)``: the widest-path and cut pigeonhole bound of one
+    host-level phase (seconds), without the LP (see :func:`phase_bounds`)."""
+    return _Context(fabric).single_path
+
+
+def _solve_phase(
+    ctx: _Context,
+    s: IntArray,
+    t: IntArray,
+    b: IntArray,
+    single_path: bool,
+    force_lp: bool,
+    clock: Clock | None,
+) -> tuple[float, float, str, int, int, float]:
+    t0 = clock() if clock else math.nan
+    lam, status, nvars, nrows = ctx.lam(s, t, b, force_lp=force_lp)
+    secs = clock() - t0 if clock else math.nan
+    sp = max(lam, ctx.single_path(s, t, b)) if single_path else lam
+    return lam, sp, status, nvars, nrows, secs
+
+
+# -- fabric context --------------------------------------------------------------------
+
+
+class _Context:
+    """What the bounds need from a fabric, computed once per call."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        self.fabric = fabric
+        self.att: Attachment | None = attachment(fabric)
+        nh = fabric.nhosts
+        self.weight = 8.0 / np.asarray(fabric.capacity_bps, dtype=np.float64)
+        src, dst, cap = fabric.arc_src, fabric.arc_dst, fabric.capacity_bps
+        self.cap_out = np.bincount(src[src < nh], weights=cap[src < nh], minlength=nh)
+        self.cap_in = np.bincount(dst[dst < nh], weights=cap[dst < nh], minlength=nh)
+        self._widest: FloatArray | None = None
+
+    def nic(self, s: IntArray, t: IntArray, b: IntArray) -> float:
+        """The NIC bound: most bytes through one host's links over their capacity."""
+        nh = self.fabric.nhosts
+        out = np.bincount(s, weights=b, minlength=nh) * 8.0 / self.cap_out
+        inn = np.bincount(t, weights=b, minlength=nh) * 8.0 / self.cap_in
+        return float(max(out.max(initial=0.0), inn.max(initial=0.0)))
+
+    def lam(
+        self, s: IntArray, t: IntArray, b: IntArray, *, force_lp: bool = False
+    ) -> tuple[float, str, int, int]:
+        """``lambda`` of one phase: (seconds, status, LP variables, LP rows)."""
+        f = self.fabric
+        if not s.size:
+            return 0.0, "empty", 0, 0
+        if self.att is None:
+            transit = np.arange(f.nnodes) >= f.nhosts
+            return _min_congestion(f.nnodes, f.arc_src, f.arc_dst, self.weight, transit, s, t, b)
+        leaf, nh = self.att.leaf, f.nhosts
+        host = self.nic(s, t, b)  # single-homed: the NIC bound is the host arcs' utilization
+        inter = leaf[s] != leaf[t]
+        if not inter.any():
+            return host, "host-links", 0, 0
+        ls, lt, lb = leaf[s[inter]] - nh, leaf[t[inter]] - nh, b[inter]
+        if not force_lp:
+            upper = max(host, self.switches.uniform_split(ls, lt, lb))
+            lower = max(host, self.cuts.fractional(s, t, b))
+            if upper <= lower * (1.0 + 1e-9):
+                return upper, "certified", 0, 0
+        sw = self.switches
+        lam, status, nvars, nrows = _min_congestion(
+            sw.n, sw.a_src, sw.a_dst, sw.weight, np.ones(sw.n, bool), ls, lt, lb
+        )
+        return max(lam, host), status, nvars, nrows
+
+    @cached_property
+    def switches(self) -> _SwitchGraph:
+        """The switch-only graph (single-homed fabrics)."""
+        return _SwitchGraph(self.fabric)
+
+    @cached_property
+    def cuts(self) -> _Cuts:
+        """The tree cuts of the fabric."""
+        return _cuts(self.fabric, self.att)
+
+    def pair_latency(self, s: IntArray, t: IntArray) -> FloatArray:
+        """Least path latency of each (src host, dst host) pair, no host transit."""
+        f = self.fabric
+        nh, nsw = f.nhosts, f.nnodes - f.nhosts
+        if not s.size:
+            return np.zeros(0)
+        a_src = np.where(f.arc_src < nh, nsw + f.arc_src, f.arc_src - nh)
+        a_dst = np.where(f.arc_dst < nh, nsw + nh + f.arc_dst, f.arc_dst - nh)
+        # the least latency of parallel arcs; tiny floor so zero-latency arcs stay edges
+        lat = np.maximum(np.asarray(f.latency_s, dtype=np.float64), 1e-300)
+        n = nsw + 2 * nh
+        order = np.lexsort((lat, a_dst, a_src))
+        key = a_src[order] * n + a_dst[order]
+        first = order[np.r_[True, key[1:] != key[:-1]]]
+        graph = csr_matrix((lat[first], (a_src[first], a_dst[first])), shape=(n, n))
+        sources, which = np.unique(s, return_inverse=True)
+        dist = np.atleast_2d(dijkstra(graph, indices=nsw + sources))
+        out: FloatArray = dist[which, nsw + nh + t]
+        return out
+
+    def single_path(self, s: IntArray, t: IntArray, b: Bytes) -> float:
+        """The widest-path and cut pigeonhole bounds of one phase (seconds)."""
+        if not s.size:
+            return 0.0
+        if self._widest is None:
+            self._widest = _widest(self.fabric)
+        pair = float((8.0 * b / self._widest[s, t]).max())
+        return max(pair, self.cuts.bound(s, t, b))
+
+
+class _SwitchGraph:
+    """Switches and the arcs between them, with hop distances toward every switch."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        nh = fabric.nhosts
+        self.n = fabric.nnodes - nh
+        sw = (fabric.arc_src >= nh) & (fabric.arc_dst >= nh)
+        self.a_src = (fabric.arc_src[sw] - nh).astype(np.int64)
+        self.a_dst = (fabric.arc_dst[sw] - nh).astype(np.int64)
+        self.weight = 8.0 / np.asarray(fabric.capacity_bps, dtype=np.float64)[sw]
+        ones = np.ones(self.a_src.size)
+        reverse = csr_matrix((ones, (self.a_dst, self.a_src)), shape=(self.n, self.n))
+        hops = np.atleast_2d(shortest_path(reverse, unweighted=True))  # hops[target, node]
+        self.hops = np.where(np.isfinite(hops), hops, -1).astype(np.int64)
+
+    def uniform_split(self, s: IntArray, t: IntArray, b: IntArray) -> float:
+        """Congestion (seconds) when every node splits its flow evenly over shortest next hops.
+
+        A feasible fractional routing, hence an upper bound on ``lambda``; on
+        fat-trees and leaf-spines it meets the cut bound (the flow leaving a
+        subtree spreads evenly over the subtree's up arcs).
+        """
+        targets, k_of = np.unique(t, return_inverse=True)
+        n, nk = self.n, targets.size
+        dist = self.hops[targets]  # (k, node)
+        d_src, d_dst = dist[:, self.a_src], dist[:, self.a_dst]
+        on = (d_dst >= 0) & (d_dst == d_src - 1)  # (k, arc): arc on a shortest path
+        key = np.arange(nk)[:, None] * n + self.a_src[None, :]
+        deg = np.bincount(key[on], minlength=nk * n).reshape(nk, n)
+        flow = np.bincount(k_of * n + s, weights=b.astype(np.float64), minlength=nk * n)
+        flow = flow.reshape(nk, n)
+        load = np.zeros(self.a_src.size)
+        for d in range(int(dist.max(initial=0)), 0, -1):
+            act = on & (d_src == d)
+            share = np.where(act, flow[:, self.a_src] / np.maximum(deg[:, self.a_src], 1), 0.0)
+            load += share.sum(axis=0)
+            flow += np.bincount(
+                (key - self.a_src[None, :] + self.a_dst[None, :])[act],
+                weights=share[act],
+                minlength=nk * n,
+            ).reshape(nk, n)
+        return float((load * self.weight).max(initial=0.0))
+
+
+# -- the LP ----------------------------------------------------------------------------
+
+
+def _min_congestion(
+    n: int,
+    a_src: IntArray,
+    a_dst: IntArray,
+    weight: FloatArray,
+    transit: BoolArray,
+    s: IntArray,
+    t: IntArray,
+    b: IntArray,
+) -> tuple[float, str, int, int]:
+    """Fractional min-congestion flow of demands ``s -> t`` (``b`` bytes) on a graph.
+
+    Returns ``(lambda, status, variables, rows)`` where lambda is the least
+    ``max_e weight_e * flow_e``.  Commodities are the destinations (or the
+    sources on the reversed graph, if fewer).
+    """
+    if np.unique(t).size > np.unique(s).size:
+        a_src, a_dst, s, t = a_dst, a_src, t, s
+    terminals, k_of = np.unique(t, return_inverse=True)
+    nk = terminals.size
+    bmax, wmin = float(b.max()), float(weight.min())
+    supply = np.bincount(k_of * n + s, weights=b / bmax, minlength=nk * n).reshape(nk, n)
+    term = terminals[:, None]
+    allowed = a_src[None, :] != term
+    allowed &= transit[a_dst][None, :] | (a_dst[None, :] == term)
+    allowed &= transit[a_src][None, :] | (supply[:, a_src] > 0)
+    k, e = np.nonzero(allowed)
+    nv = k.size
+    var = np.arange(nv)
+    # conservation rows (k, v), v != terminal: out - in = supply
+    rows = np.concatenate([k * n + a_src[e], k * n + a_dst[e]])
+    cols = np.concatenate([var, var])
+    vals = np.concatenate([np.ones(nv), -np.ones(nv)])
+    keep = rows % n != terminals[rows // n]
+    rows, cols, vals = rows[keep], cols[keep], vals[keep]
+    need = np.flatnonzero(supply.reshape(-1) > 0)
+    need = need[need % n != terminals[need // n]]
+    row_ids, row_of = np.unique(np.concatenate([rows, need]), return_inverse=True)
+    a_eq = coo_matrix((vals, (row_of[: rows.size], cols)), shape=(row_ids.size, nv + 1))
+    b_eq = supply.reshape(-1)[row_ids]
+    # capacity rows: sum_k x_{k,e} * weight_e / wmin - lambda <= 0
+    used, arc_row = np.unique(e, return_inverse=True)
+    a_ub = coo_matrix(
+        (
+            np.concatenate([weight[e] / wmin, -np.ones(used.size)]),
+            (np.concatenate([arc_row, np.arange(used.size)]), np.r_[var, np.full(used.size, nv)]),
+        ),
+        shape=(used.size, nv + 1),
+    )
+    cost = np.zeros(nv + 1)
+    cost[nv] = 1.0
+    res = linprog(
+        cost,
+        A_ub=a_ub.tocsr(),
+        b_ub=np.zeros(used.size),
+        A_eq=a_eq.tocsr(),
+        b_eq=b_eq,
+        bounds=(0, None),
+        # interior point on large LPs (3-5x faster than simplex on fat-tree k=8
+        # phases, which are highly degenerate), dual simplex on small ones
+        method="highs-ipm" if nv > _IPM_VARS else "highs-ds",
+    )
+    if res.status != 0:
+        raise RoutingError(f"congestion LP ({nv} variables) failed: {res.message}")
+    return float(res.fun) * bmax * wmin, "optimal", nv + 1, row_ids.size + used.size
+
+
+# -- single-path bounds -----------------------------------------------------------------
+
+
+def _widest(fabric: Fabric) -> FloatArray:
+    """Largest bottleneck capacity of a single path between each pair of hosts."""
+    nh, nsw = fabric.nhosts, fabric.nnodes - fabric.nhosts
+    n = nsw + 2 * nh
+    a_src = np.where(fabric.arc_src < nh, nsw + fabric.arc_src, fabric.arc_src - nh)
+    a_dst = np.where(fabric.arc_dst < nh, nsw + nh + fabric.arc_dst, fabric.arc_dst - nh)
+    cap = np.asarray(fabric.capacity_bps, dtype=np.float64)
+    out = np.full((nh, nh), np.inf)
+    for c in np.unique(cap)[::-1]:
+        ok = cap >= c
+        graph = csr_matrix((np.ones(int(ok.sum())), (a_src[ok], a_dst[ok])), shape=(n, n))
+        hops = np.atleast_2d(shortest_path(graph, unweighted=True, indices=nsw + np.arange(nh)))
+        reach = np.isfinite(hops[:, nsw + nh :])
+        out = np.where(reach & np.isinf(out), c, out)
+    return out
+
+
+@dataclass(frozen=True)
+class _Cuts:
+    """Tree cuts, each in both directions: row ``r`` is crossed by a pair whose source
+    is in ``src_in[r]`` and destination in ``dst_in[r]`` (out-rows, then in-rows)."""
+
+    src_in: BoolArray  # (2 * ncuts, nhosts)
+    dst_in: BoolArray
+    ncut_arcs: IntArray  # (2 * ncuts,)
+    cap_max: FloatArray
+    cap_sum: FloatArray
+
+    def _blocks(self, npairs: int) -> list[slice]:
+        """Row blocks small enough for dense (rows x pairs) temporaries."""
+        step = max(1, _DENSE_CELLS // max(npairs, 1))
+        return [slice(a, a + step) for a in range(0, self.src_in.shape[0], step)]
+
+    def fractional(self, s: IntArray, t: IntArray, b: IntArray) -> float:
+        """Most bytes crossing a cut over its capacity: a lower bound on ``lambda``."""
+        best = 0.0
+        for r in self._blocks(s.size):
+            cross = self.src_in[r][:, s] & self.dst_in[r][:, t]
+            total = cross.astype(np.float64) @ b.astype(np.float64)
+            best = max(best, float((8.0 * total / self.cap_sum[r]).max(initial=0.0)))
+        return best
+
+    def bound(self, s: IntArray, t: IntArray, b: Bytes) -> float:
+        """The pigeonhole bound of one phase over all cuts, in seconds."""
+        best = 0.0
+        for r in self._blocks(s.size):
+            cross = self.src_in[r][:, s] & self.dst_in[r][:, t]
+            best = max(best, _pigeonhole(cross, b, self.ncut_arcs[r], self.cap_max[r]))
+            total = cross.astype(np.float64) @ b.astype(np.float64)
+            best = max(best, float((8.0 * total / self.cap_sum[r]).max(initial=0.0)))
+        return best
+
+
+def _pigeonhole(cross: BoolArray, b: Bytes, m: IntArray, cap_max: FloatArray) -> float:
+    """Per row: among the ``j*m + 1`` largest crossing jobs, ``j + 1`` share one of the
+    ``m`` arcs, so that arc carries at least the ``j + 1`` smallest of them."""
+    if not cross.size:
+        return 0.0
+    jobs = -np.sort(-np.where(cross, b.astype(np.float64), 0.0), axis=1)
+    prefix = np.concatenate([np.zeros((jobs.shape[0], 1)), np.cumsum(jobs, axis=1)], axis=1)
+    njobs = cross.sum(axis=1)
+    jmax = int(((njobs - 1) // m).max(initial=0))
+    j = np.arange(jmax + 1)[None, :]
+    hi = np.minimum(j * m[:, None] + 1, njobs[:, None])
+    lo = np.maximum(hi - j - 1, 0)
+    ok = j * m[:, None] + 1 <= njobs[:, None]
+    rows = np.arange(jobs.shape[0])[:, None]
+    share = np.where(ok, prefix[rows, hi] - prefix[rows, lo], 0.0)
+    return float((8.0 * share.max(axis=1) / cap_max).max(initial=0.0))
+
+
+def _cuts(fabric: Fabric, att: Attachment | None) -> _Cuts:
+    """Down-closures of switches (and single hosts when some host has several links)."""
+    nh, nn = fabric.nhosts, fabric.nnodes
+    src, dst, level = fabric.arc_src, fabric.arc_dst, np.asarray(fabric.level)
+    below = np.zeros((nn, nh), bool)
+    below[np.arange(nh), np.arange(nh)] = True
+    down = level[dst] < level[src]
+    for _ in range(int(level.max(initial=0))):
+        nxt = below.copy()
+        np.logical_or.at(nxt, src[down], below[dst[down]])
+        if np.array_equal(nxt, below):
+            break
+        below = nxt
+    sets = np.unique(below[nh:], axis=0)
+    sets = sets[sets.any(axis=1) & ~sets.all(axis=1)]
+    if att is None:
+        sets = np.concatenate([sets, np.eye(nh, dtype=bool)])
+    size = below.sum(axis=1)
+    inter = below.astype(np.float32) @ sets.T.astype(np.float32)
+    member = (inter >= size[:, None] - 0.5) & (size[:, None] > 0)  # (nodes, cuts): H(u) in S
+    out_arc = member[src] & ~member[dst]
+    in_arc = ~member[src] & member[dst]
+    cap = np.asarray(fabric.capacity_bps, dtype=np.float64)
+    arcs = np.concatenate([out_arc.T, in_arc.T])  # rows: out-arcs of each cut, then in-arcs
+    count = arcs.sum(axis=1)
+    return _Cuts(
+        np.concatenate([sets, ~sets]),
+        np.concatenate([~sets, sets]),
+        np.maximum(count, 1),
+        np.where(count > 0, np.where(arcs, cap, 0.0).max(axis=1), np.inf),
+        np.where(count > 0, (arcs * cap).sum(axis=1), np.inf),
+    )

@@ -1,0 +1,219 @@
+"""Route a pattern with several routers, bound the optimum, and simulate each.
+
+This composes the pure parts (:mod:`sdnmpi.core.routing`, its LP bound, and
+:mod:`sdnmpi.sim`) into what ``sdnmpi evaluate`` reports: one
+:class:`RouterResult` per (workload, router), with the simulated communication
+time, the routing's maximum link utilization, the LP optimum of that quantity
+and the lower bound on time.  Definitions are those of
+:mod:`sdnmpi.core.routing.bound`.
+
+Granularity: ``job`` routes all phases at once (one path per flow, what the
+controller installs when a job starts); ``phase`` routes every phase separately
+(what per-primitive routing can install).  Oblivious routers give the same
+paths either way.
+
+Time and progress are passed in (``clock``, ``progress``), so this module stays
+free of side effects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from sdnmpi.core.pattern import Pattern
+from sdnmpi.core.placement import Placement
+from sdnmpi.core.routing import ROUTERS, Demands, Fabric, Routing, phase_demands, route, validate
+from sdnmpi.core.routing import bound as lp
+from sdnmpi.core.topology import Topology
+from sdnmpi.errors import ConfigError
+from sdnmpi.sim import simulate
+
+Granularity = Literal["job", "phase"]
+SCHEMA = "sdnmpi.evaluation/1"
+BASELINE = "dmodk"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named pattern with the placement of its ranks (None for host-level patterns)."""
+
+    name: str
+    pattern: Pattern
+    placement: Placement | None
+
+
+@dataclass(frozen=True)
+class RouterResult:
+    """What one router achieves on one workload."""
+
+    router: str
+    workload: str
+    topology: str
+    comm_time_s: float
+    max_link_util: float
+    lp_max_link_util: float
+    lower_bound_s: float
+    single_path_bound: float
+    route_time_s: float
+    sim_time_s: float
+    flows: int
+    phases: int
+    max_link_bytes: float
+    busiest_link: str
+    speedup_vs_dmodk: float | None = None
+    arc_utilization: tuple[float, ...] = field(default=(), repr=False)
+
+    @property
+    def util_ratio(self) -> float:
+        """``max_link_util / lp_max_link_util`` (1.0 is optimal)."""
+        return self.max_link_util / self.lp_max_link_util if self.lp_max_link_util > 0 else 1.0
+
+    @property
+    def time_ratio(self) -> float:
+        """``comm_time_s / lower_bound_s``."""
+        return self.comm_time_s / self.lower_bound_s if self.lower_bound_s > 0 else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON record (docs/cli-json.md, ``sdnmpi.evaluation/1``)."""
+        return {
+            "router": self.router,
+            "workload": self.workload,
+            "topology": self.topology,
+            "comm_time_s": self.comm_time_s,
+            "speedup_vs_dmodk": self.speedup_vs_dmodk,
+            "max_link_util": self.max_link_util,
+            "lp_max_link_util": self.lp_max_link_util,
+            "util_ratio": self.util_ratio,
+            "single_path_bound": self.single_path_bound,
+            "lower_bound_s": self.lower_bound_s,
+            "time_ratio": self.time_ratio,
+            "max_link_bytes": self.max_link_bytes,
+            "busiest_link": self.busiest_link,
+            "flows": self.flows,
+            "phases": self.phases,
+            "route_time_s": self.route_time_s,
+            "sim_time_s": self.sim_time_s,
+        }
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to evaluate."""
+
+    routers: tuple[str, ...]
+    granularity: Granularity = "job"
+    mode: Literal["phases", "ranks"] = "phases"
+    seed: int = 0
+    check_paths: bool = True
+
+
+def check_routers(names: Sequence[str]) -> tuple[str, ...]:
+    """Validate router names (unknown ones are a :class:`ConfigError`)."""
+    unknown = [n for n in names if n not in ROUTERS]
+    if unknown:
+        raise ConfigError(f"unknown router(s) {unknown}; known: {', '.join(ROUTERS)}")
+    if not names:
+        raise ConfigError("no router given")
+    return tuple(dict.fromkeys(names))
+
+
+def evaluate(
+    topology: Topology,
+    workload: Workload,
+    options: Options,
+    *,
+    clock: Callable[[], float],
+    progress: Callable[[str], None] = lambda _msg: None,
+) -> list[RouterResult]:
+    """Every router of ``options`` on one workload, with the shared lower bound."""
+    routers = check_routers(options.routers)
+    fabric = Fabric(topology)
+    demands = Demands.from_pattern(fabric, workload.pattern, workload.placement)
+    progress(f"{workload.name}: lower bound ({demands.nphases} phases, {len(demands)} flows)")
+    bound = lp.pattern_bound(fabric, demands, clock=clock)
+    results = []
+    for name in routers:
+        progress(f"{workload.name}: {name}")
+        results.append(_one(fabric, demands, workload.name, name, bound, options, clock))
+    return _with_speedups(results)
+
+
+def _one(
+    fabric: Fabric,
+    demands: Demands,
+    workload: str,
+    name: str,
+    bound: lp.PatternBound,
+    options: Options,
+    clock: Callable[[], float],
+) -> RouterResult:
+    t0 = clock()
+    routing = _route(name, fabric, demands, options)
+    t1 = clock()
+    if options.check_paths:
+        validate(fabric, demands, routing)
+    t2 = clock()
+    sim = simulate(fabric, demands, routing, mode=options.mode)
+    t3 = clock()
+    util = lp.max_link_util(fabric, demands, routing)
+    busiest = int(np.argmax(sim.arc_bytes)) if len(sim.arc_bytes) else 0
+    return RouterResult(
+        router=name,
+        workload=workload,
+        topology=fabric.topology.name,
+        comm_time_s=sim.total_s,
+        max_link_util=util.total_s,
+        lp_max_link_util=bound.lp_max_link_util_s,
+        lower_bound_s=bound.lower_bound_s,
+        single_path_bound=bound.single_path_max_link_util_s,
+        route_time_s=t1 - t0,
+        sim_time_s=t3 - t2,
+        flows=len(demands),
+        phases=demands.nphases,
+        max_link_bytes=float(sim.arc_bytes.max(initial=0.0)),
+        busiest_link=sim.arc_names[busiest] if sim.arc_names else "",
+        arc_utilization=tuple(float(x) for x in _arc_utilization(fabric, demands, routing)),
+    )
+
+
+def _arc_utilization(fabric: Fabric, demands: Demands, routing: Routing) -> np.ndarray:
+    """Seconds of load per arc over the pattern (bytes * 8 / capacity), for heat maps."""
+    return routing.arc_bytes(demands, fabric) * 8.0 / fabric.capacity_bps
+
+
+def _route(name: str, fabric: Fabric, demands: Demands, options: Options) -> Routing:
+    if options.granularity == "job" or demands.nphases <= 1:
+        return route(name, fabric, demands, seed=options.seed)
+    width = 0
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    for p in range(demands.nphases):
+        rows = np.flatnonzero(demands.phase == p)
+        if rows.size:
+            sub = route(name, fabric, phase_demands(demands, p), seed=options.seed)
+            parts.append((rows, sub.arcs))
+            width = max(width, sub.arcs.shape[1])
+    arcs = np.full((len(demands), width), -1, dtype=np.int64)
+    for rows, sub_arcs in parts:
+        arcs[rows, : sub_arcs.shape[1]] = sub_arcs
+    arcs.setflags(write=False)
+    return Routing(name, arcs, {"granularity": "phase"})
+
+
+def _with_speedups(results: list[RouterResult]) -> list[RouterResult]:
+    base = next((r for r in results if r.router == BASELINE), None)
+    if base is None:
+        return results
+    out = []
+    for r in results:
+        speedup = base.comm_time_s / r.comm_time_s if r.comm_time_s > 0 else None
+        out.append(RouterResult(**{**r.__dict__, "speedup_vs_dmodk": speedup}))
+    return out
+
+
+def report(results: Sequence[RouterResult], bounds: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``--json`` document: schema, one record per (router, workload)."""
+    return {"schema": SCHEMA, "records": [r.to_dict() for r in results], **(bounds or {})}

@@ -1,0 +1,126 @@
+"""``sdnmpi evaluate``: the JSON document, a golden file, plots and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from sdnmpi import evaluation
+from sdnmpi.core.generators import leaf_spine
+from sdnmpi.core.pattern import Pattern, Phase
+from sdnmpi.core.placement import Placement
+from sdnmpi.errors import PatternError
+from tests.cli.test_cli import run
+
+GOLDEN = Path(__file__).parent / "golden" / "evaluate-allreduce28.json"
+ARGS = [
+    "evaluate",
+    "--topology",
+    "allreduce28",
+    "--workload",
+    "allreduce:nprocs=28,bytes=1048576",
+    "--workload",
+    "alltoall:nprocs=14,bytes=65536",
+    "--routers",
+    "dmodk,ecmp,minhop,ours",
+    "--json",
+]
+TIMINGS = ("route_time_s", "sim_time_s")
+
+
+def test_evaluate_json_matches_golden_file(capsys):
+    code, out, err = run(capsys, *ARGS)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["schema"] == "sdnmpi.evaluation/1"
+    for rec in doc["records"]:
+        for key in TIMINGS:
+            assert rec.pop(key) >= 0
+    if os.environ.get("SDNMPI_REGEN_GOLDEN"):
+        GOLDEN.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    assert doc == json.loads(GOLDEN.read_text())
+
+
+def test_evaluate_records_are_consistent(capsys):
+    code, out, _ = run(capsys, *ARGS)
+    assert code == 0
+    records = json.loads(out)["records"]
+    assert {(r["workload"], r["router"]) for r in records} == {
+        (w, r)
+        for w in ("allreduce:nprocs=28,bytes=1048576", "alltoall:nprocs=14,bytes=65536")
+        for r in ("dmodk", "ecmp", "minhop", "ours")
+    }
+    for r in records:
+        assert r["lp_max_link_util"] <= r["max_link_util"] * (1 + 1e-6)
+        assert r["lp_max_link_util"] <= r["single_path_bound"] * (1 + 1e-6)
+        assert r["lower_bound_s"] <= r["comm_time_s"] * (1 + 1e-6)
+        if r["router"] == "dmodk":
+            assert r["speedup_vs_dmodk"] == pytest.approx(1.0)
+
+
+def test_evaluate_table_and_plots(capsys, tmp_path: Path):
+    code, out, _ = run(
+        capsys,
+        "evaluate",
+        "-t",
+        "milk",
+        "-w",
+        "stencil2d:nprocs=40,nx=512,ny=512,iterations=2",
+        "--ranks-per-host",
+        "2",
+        "-r",
+        "dmodk,ours",
+        "--plot",
+        str(tmp_path),
+    )
+    assert code == 0
+    assert "stencil2d" in out and "ours" in out
+    pngs = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert pngs[0] == "comm-time.png" and len(pngs) == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-r", "dmodk,warp"], "unknown router(s) ['warp']"),
+        (["--granularity", "rank"], "--granularity must be one of"),
+        (["--mode", "async"], "--mode must be one of"),
+        (["-w", "allreduce:nprocs=64,bytes=8"], "do not fit in 28 slots"),
+    ],
+)
+def test_evaluate_bad_input_exits_2(capsys, argv, message):
+    base = ["evaluate", "-t", "allreduce28", "-w", "allreduce:nprocs=4,bytes=8"]
+    code, _, err = run(capsys, *base, *argv)
+    assert code == 2
+    assert message in err and "Traceback" not in err
+
+
+def test_routers_that_cannot_route_a_topology_exit_2(capsys, tmp_path: Path):
+    # three leaves in a ring, no spine: not a multi-rooted tree, D-mod-K refuses
+    from sdnmpi.catalog import save_topology
+    from sdnmpi.core.topology import Link
+
+    base = leaf_spine(1, 3, 2)
+    links = [ln for ln in base.links if ln.dst != "spine1"]
+    links += [Link("leaf1", "leaf2", 10, 10, 1e9), Link("leaf2", "leaf3", 11, 11, 1e9)]
+    ring = base.with_links(links)
+    topo = type(ring)(
+        ring.name, ring.hosts, tuple(s for s in ring.switches if s.name != "spine1"), ring.links
+    )
+    path = tmp_path / "ring.json"
+    save_topology(topo, path)
+    code, _, err = run(
+        capsys, "evaluate", "-t", str(path), "-w", "alltoall:nprocs=6,bytes=8", "-r", "dmodk"
+    )
+    assert code == 2 and "multi-rooted tree" in err
+
+
+def test_ranks_missing_from_the_placement_are_rejected():
+    topo = leaf_spine(1, 2, 2)
+    pattern = Pattern("p", 4, (Phase.from_cells("x", [(0, 3, 10)]),))
+    work = evaluation.Workload("p", pattern, Placement(("h1", "h2")))
+    with pytest.raises(PatternError, match="the placement only 2 ranks"):
+        evaluation.evaluate(topo, work, evaluation.Options(("dmodk",)), clock=lambda: 0.0)
