@@ -33,6 +33,16 @@ else
         --plot "$out/cg-c-128-hosts.png"
 fi
 
+if [ -f "$trace" ]; then
+    step "Routing the CG trace on milk: D-mod-K, ECMP, ours, against the LP lower bound"
+    $bin/sdnmpi evaluate --topology milk --workload "$trace" --placement recorded \
+        --routers single,ecmp,dmodk,minhop,ours --plot "$out/evaluate"
+fi
+
+step "MPI_Allreduce (1 MiB, 28 ranks) on the seed's 28-host fat-tree, every router"
+$bin/sdnmpi evaluate --topology allreduce28 --workload allreduce:nprocs=28,bytes=1048576 \
+    --routers single,ecmp,dmodk,minhop,allreduce,greedy,netsa,ours
+
 step "Done"
 echo "heat map: $out/cg-c-128-hosts.png"
 ls "$out"
