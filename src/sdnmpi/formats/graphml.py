@@ -21,13 +21,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from xml.etree.ElementTree import Element, ParseError, SubElement, indent, tostring
-
-import defusedxml.ElementTree as SafeET
-from defusedxml import DefusedXmlException
+from xml.etree.ElementTree import Element, SubElement, indent, tostring
 
 from sdnmpi.core.topology import DEFAULT_LATENCY_S, Host, Link, Switch, Topology, normalize_mac
 from sdnmpi.errors import FormatError, SdnMpiError
+from sdnmpi.formats import safexml
 
 NS = "http://graphml.graphdrawing.org/xmlns"
 _Q = f"{{{NS}}}"
@@ -44,10 +42,7 @@ class _Edge:
 def load_graphml(path: str | Path) -> Topology:
     """Read a GraphML topology file."""
     p = Path(path)
-    try:
-        text = p.read_bytes()
-    except OSError as exc:
-        raise FormatError(f"{p}: cannot read: {exc.strerror}") from None
+    text = safexml.read(p)
     return parse_graphml(text, source=str(p), default_name=p.stem)
 
 
@@ -55,14 +50,7 @@ def parse_graphml(
     text: str | bytes, *, source: str = "<graphml>", default_name: str = "graphml"
 ) -> Topology:
     """Parse GraphML text into a validated :class:`Topology`."""
-    try:
-        root = SafeET.fromstring(text, forbid_dtd=True)
-    except DefusedXmlException as exc:
-        raise FormatError(
-            f"{source}: forbidden XML construct ({type(exc).__name__}): {exc}"
-        ) from None
-    except ParseError as exc:
-        raise FormatError(f"{source}: malformed XML: {exc}") from None
+    root = safexml.parse(text, source)
     try:
         return _topology(root, source, default_name)
     except FormatError:

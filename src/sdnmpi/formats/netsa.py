@@ -29,13 +29,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from xml.etree.ElementTree import Element, ParseError, SubElement, indent, tostring
-
-import defusedxml.ElementTree as SafeET
-from defusedxml import DefusedXmlException
+from xml.etree.ElementTree import Element, SubElement, indent, tostring
 
 from sdnmpi.core.pattern import Cell, Pattern, Phase
 from sdnmpi.errors import FormatError, SdnMpiError
+from sdnmpi.formats import safexml
 
 _CELL_TAGS = {"num_bytes", "num_packets", "bandwidth", "latency"}
 
@@ -43,23 +41,13 @@ _CELL_TAGS = {"num_bytes", "num_packets", "bandwidth", "latency"}
 def load_netsa(path: str | Path) -> list[Pattern]:
     """Read every matrix of a NetSA XML file."""
     p = Path(path)
-    try:
-        text = p.read_bytes()
-    except OSError as exc:
-        raise FormatError(f"{p}: cannot read: {exc.strerror}") from None
+    text = safexml.read(p)
     return parse_netsa(text, source=str(p))
 
 
 def parse_netsa(text: str | bytes, *, source: str = "<netsa>") -> list[Pattern]:
     """Parse NetSA XML text into host-level patterns, one per ``<matrix>``."""
-    try:
-        root = SafeET.fromstring(text, forbid_dtd=True)
-    except DefusedXmlException as exc:
-        raise FormatError(
-            f"{source}: forbidden XML construct ({type(exc).__name__}): {exc}"
-        ) from None
-    except ParseError as exc:
-        raise FormatError(f"{source}: malformed XML: {exc}") from None
+    root = safexml.parse(text, source)
     if root.tag != "traffic_matrix":
         raise FormatError(f"{source}: root element is <{root.tag}>, not <traffic_matrix>")
     patterns: list[Pattern] = []
