@@ -124,3 +124,28 @@ def test_ranks_missing_from_the_placement_are_rejected():
     work = evaluation.Workload("p", pattern, Placement(("h1", "h2")))
     with pytest.raises(PatternError, match="the placement only 2 ranks"):
         evaluation.evaluate(topo, work, evaluation.Options(("dmodk",)), clock=lambda: 0.0)
+
+
+def test_zero_capacity_links_are_rejected(capsys, tmp_path: Path):
+    from sdnmpi.formats.native import dumps
+
+    doc = json.loads(dumps(leaf_spine(2, 2, 2)))
+    doc["links"][-1]["capacity_bps"] = 0
+    path = tmp_path / "zero.json"
+    path.write_text(json.dumps(doc))
+    code, _, err = run(capsys, "evaluate", "-t", str(path), "-w", "alltoall:nprocs=4,bytes=8")
+    assert code == 2 and "capacity must be > 0" in err and str(path) in err
+
+
+@pytest.mark.parametrize("mode", ["phases", "ranks"])
+def test_phase_granularity_and_rank_mode(capsys, mode: str):
+    argv = ["evaluate", "-t", "milk", "-w", "butterfly:nprocs=40,size_bytes=65536,iterations=3"]
+    argv += ["--ranks-per-host", "2", "-r", "dmodk,ours", "--json", "--mode", mode]
+    job = json.loads(run(capsys, *argv)[1])["records"]
+    phase = json.loads(run(capsys, *argv, "--granularity", "phase")[1])["records"]
+    for recs in (job, phase):
+        for r in recs:
+            assert r["lp_max_link_util"] <= r["max_link_util"] * (1 + 1e-6)
+            assert r["lower_bound_s"] <= r["comm_time_s"] * (1 + 1e-6)
+    # D-mod-K is oblivious: the same paths whatever the granularity
+    assert job[0]["max_link_util"] == pytest.approx(phase[0]["max_link_util"])
