@@ -71,6 +71,7 @@ class RouterResult:
     busiest_link: str
     speedup_vs_dmodk: float | None = None
     arc_utilization: tuple[float, ...] = field(default=(), repr=False)
+    timeline_csv: str = field(default="", repr=False)
 
     @property
     def util_ratio(self) -> float:
@@ -114,6 +115,7 @@ class Options:
     mode: Literal["phases", "ranks"] = "phases"
     seed: int = 0
     check_paths: bool = True
+    timeline: bool = False
 
 
 def check_routers(names: Sequence[str]) -> tuple[str, ...]:
@@ -183,7 +185,7 @@ def _one(
     if options.check_paths:
         validate(fabric, demands, routing)
     t2 = clock()
-    sim = simulate(fabric, demands, routing, mode=options.mode)
+    sim = simulate(fabric, demands, routing, mode=options.mode, timeline=options.timeline)
     t3 = clock()
     util = lp.max_link_util(fabric, demands, routing)
     busiest = int(np.argmax(sim.arc_bytes)) if len(sim.arc_bytes) else 0
@@ -203,6 +205,7 @@ def _one(
         max_link_bytes=float(sim.arc_bytes.max(initial=0.0)),
         busiest_link=sim.arc_names[busiest] if sim.arc_names else "",
         arc_utilization=tuple(float(x) for x in _arc_utilization(fabric, demands, routing)),
+        timeline_csv=sim.timeline_csv() if options.timeline else "",
     )
 
 

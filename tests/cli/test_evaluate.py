@@ -149,3 +149,13 @@ def test_phase_granularity_and_rank_mode(capsys, mode: str):
             assert r["lower_bound_s"] <= r["comm_time_s"] * (1 + 1e-6)
     # D-mod-K is oblivious: the same paths whatever the granularity
     assert job[0]["max_link_util"] == pytest.approx(phase[0]["max_link_util"])
+
+
+def test_timeline_csv_per_router(capsys, tmp_path: Path):
+    argv = ["evaluate", "-t", "allreduce28", "-w", "allreduce:nprocs=8,bytes=65536"]
+    code, out, _ = run(capsys, *argv, "-r", "dmodk,ours", "--json", "--timeline", str(tmp_path))
+    assert code == 0
+    files = json.loads(out)["timelines"]
+    assert len(files) == 2
+    lines = Path(files[0]).read_text().splitlines()
+    assert len(lines) > 2 and "," in lines[0]

@@ -44,6 +44,9 @@ def evaluate(
     plot: Path | None = typer.Option(
         None, "--plot", help="Directory for bar-chart and heat-map PNGs."
     ),
+    timeline: Path | None = typer.Option(
+        None, "--timeline", help="Directory for per-link rate-over-time CSVs (one per router)."
+    ),
 ) -> None:
     """Route each workload with each router, bound the optimum, and simulate the time."""
     options = evaluation.Options(
@@ -51,6 +54,7 @@ def evaluate(
         _choice(granularity, ("job", "phase"), "--granularity"),  # type: ignore[arg-type]
         _choice(mode, ("phases", "ranks"), "--mode"),  # type: ignore[arg-type]
         seed,
+        timeline=timeline is not None,
     )
     topo = catalog.load_topology(topology)
     results: list[evaluation.RouterResult] = []
@@ -77,10 +81,14 @@ def evaluate(
         from sdnmpi.report.evaluation import write_plots
 
         doc["plots"] = [str(p) for p in write_plots(results, topo, plot)]
+    if timeline is not None:
+        from sdnmpi.report.evaluation import write_timelines
+
+        doc["timelines"] = [str(p) for p in write_timelines(results, timeline)]
     if as_json:
         typer.echo(json.dumps(doc, indent=1))
     else:
-        _render(results, topo.name, doc.get("plots", []))
+        _render(results, topo.name, doc.get("plots", []) + doc.get("timelines", []))
 
 
 def _choice(value: str, allowed: tuple[str, ...], flag: str) -> str:
@@ -142,4 +150,4 @@ def _render(results: list[evaluation.RouterResult], topo: str, plots: list[str])
             )
         console.print(table)
     for p in plots:
-        console.print(f"plot written to {p}", highlight=False)
+        console.print(f"written: {p}", highlight=False)

@@ -32,6 +32,17 @@ def write_plots(results: Sequence[RouterResult], topo: Topology, directory: Path
     return out
 
 
+def write_timelines(results: Sequence[RouterResult], directory: Path) -> list[Path]:
+    """One CSV per (workload, router): per-link rate over time from the simulator."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for r in results:
+        path = directory / f"timeline-{_slug(r.workload)}-{r.router}.csv"
+        path.write_text(r.timeline_csv)
+        out.append(path)
+    return out
+
+
 def _bars(results: Sequence[RouterResult], path: Path) -> Path:
     workloads = list(dict.fromkeys(r.workload for r in results))
     routers = list(dict.fromkeys(r.router for r in results))
