@@ -50,3 +50,10 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache
+
+# C parts. mpibench: build/{mpich,openmpi}/sdnmpi-bench (a flavour whose
+# compiler wrapper is missing is skipped with a message).
+.PHONY: csrc mpibench
+csrc: mpibench
+mpibench:
+	$(MAKE) -C csrc/mpibench

@@ -1,0 +1,55 @@
+/* sdnmpi-bench: shared types for the MPI micro-benchmark.
+ *
+ * The options are parsed identically on every rank (from the same argv), so
+ * all ranks agree on every parameter without any extra communication.
+ */
+#ifndef SDNMPI_BENCH_H
+#define SDNMPI_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define BENCH_MAX_SIZE_BYTES ((size_t)1 << 30) /* 1 GiB: fits an int count */
+#define BENCH_MAX_SIZES 64
+
+enum bench_kind { BENCH_LATENCY, BENCH_BW, BENCH_COLL, BENCH_PAIRS };
+
+enum coll_op {
+	COLL_ALLREDUCE,
+	COLL_BCAST,
+	COLL_REDUCE,
+	COLL_ALLTOALL,
+	COLL_ALLGATHER,
+	COLL_BARRIER
+};
+
+struct bench_opts {
+	enum bench_kind kind;
+	size_t sizes[BENCH_MAX_SIZES]; /* message sizes in bytes, ascending */
+	int nsizes;
+	long iters;       /* 0: the per-size default */
+	long warmup;      /* -1: the per-size default */
+	double duration_s; /* > 0: loop until this much time is up */
+	int window;       /* bw: non-blocking sends per window */
+	enum coll_op op;
+	int root;
+	int shift;        /* pairs: partner offset; 0 means nprocs / 2 */
+	bool json;
+	bool help;
+};
+
+/* One row of output: a message size and its timings. */
+struct bench_result {
+	size_t size_bytes;
+	long iterations;
+	double time_avg_s;
+	double time_min_s;
+	double time_max_s;
+	double metric; /* latency_us, bandwidth_MBps or algbw_MBps */
+};
+
+/* Iterations for a size when --iters is not given (OSU: fewer for large). */
+long bench_default_iters(size_t size_bytes);
+long bench_default_warmup(size_t size_bytes);
+
+#endif

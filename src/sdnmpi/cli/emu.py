@@ -1,0 +1,195 @@
+"""``sdnmpi emu``: an emulated cluster on this machine (namespaces, private OVS, shaped veths)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sdnmpi import catalog
+from sdnmpi.cli.units import bps
+from sdnmpi.emu import mpi as emu_mpi
+from sdnmpi.emu import runner
+from sdnmpi.emu.plan import DEFAULT_LINK_SCALE, DEFAULT_STATE_ROOT
+from sdnmpi.errors import ConfigError
+
+app = typer.Typer(
+    help="An emulated cluster: host namespaces, a private Open vSwitch, shaped veth links.",
+    no_args_is_help=True,
+)
+console = Console()
+
+NAME = typer.Option("default", "--name", help="Fabric name (several fabrics can be defined).")
+STATE_ROOT = typer.Option(
+    DEFAULT_STATE_ROOT, "--state-dir", help="Directory holding one state directory per fabric."
+)
+VERBOSE = typer.Option(False, "--verbose", "-v", help="Log every command.")
+
+
+def _logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format="sdnmpi emu: %(message)s"
+    )
+
+
+@app.command("up")
+def up_command(
+    topology: str = typer.Option(
+        ..., "--topology", "-t", help="A preset (see `topology list`) or a .graphml/.json file."
+    ),
+    link_scale: float = typer.Option(
+        DEFAULT_LINK_SCALE,
+        "--link-scale",
+        help="Shaped rate = capacity x this (default 0.05: 1 Gbit/s -> 50 Mbit/s).",
+    ),
+    controller: str | None = typer.Option(
+        None,
+        "--controller",
+        help="OpenFlow controller, e.g. tcp:127.0.0.1:6653. Without one the switches "
+        "forward nothing (fail-mode secure) until flows are installed.",
+    ),
+    l2_learning: bool = typer.Option(
+        False,
+        "--l2-learning",
+        help="Install one MAC-learning (NORMAL) flow per switch; refused on fabrics with loops.",
+    ),
+    name: str = NAME,
+    state_root: Path = STATE_ROOT,
+    verbose: bool = VERBOSE,
+) -> None:
+    """Build the fabric; on failure, remove what was built."""
+    _logging(verbose)
+    topo = catalog.load_topology(topology)
+    plan = runner.up(
+        topo,
+        name,
+        link_scale=link_scale,
+        controller=controller,
+        state_root=state_root,
+        l2_learning=l2_learning,
+    )
+    console.print(
+        f"fabric [bold]{plan.name}[/bold] up: {len(plan.hosts)} hosts, "
+        f"{len(plan.bridges)} switches, {len(plan.links)} links (state in {plan.state_dir})",
+        highlight=False,
+    )
+
+
+@app.command("down")
+def down_command(name: str = NAME, state_root: Path = STATE_ROOT, verbose: bool = VERBOSE) -> None:
+    """Remove the fabric: daemons (by pidfile), namespaces, veths, run directory. Idempotent."""
+    _logging(verbose)
+    if runner.down(name, state_root=state_root):
+        console.print(f"fabric [bold]{name}[/bold] removed", highlight=False)
+    else:
+        console.print(f"fabric [bold]{name}[/bold] is not up", highlight=False)
+
+
+@app.command("status")
+def status_command(
+    name: str = NAME,
+    state_root: Path = STATE_ROOT,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Namespaces, bridges, controller connections, links."""
+    s = runner.status(name, state_root=state_root)
+    if as_json:
+        typer.echo(json.dumps(s, indent=1))
+        return
+    _render(s)
+
+
+@app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def exec_command(
+    ctx: typer.Context,
+    host: str = typer.Argument(..., help="Emulated host name."),
+    name: str = NAME,
+    state_root: Path = STATE_ROOT,
+) -> None:
+    """Run a command in a host's namespace with its hostname: exec HOST -- CMD ..."""
+    code = runner.exec_in_host(host, list(ctx.args), name, state_root=state_root)
+    raise typer.Exit(code)
+
+
+@app.command("mpirun", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def mpirun_command(
+    ctx: typer.Context,
+    nprocs: int = typer.Option(..., "-n", "--np", help="Number of ranks."),
+    ppn: int = typer.Option(1, "--ppn", help="Ranks per host."),
+    mpi: str = typer.Option(
+        "openmpi",
+        "--mpi",
+        help="openmpi (default) or mpich. MPICH's UCX-over-TCP sometimes hangs in "
+        "MPI_Finalize across namespaces: use --timeout with it.",
+    ),
+    hosts: str | None = typer.Option(
+        None, "--hosts", help="Comma-separated hosts to use, in rank order (default: the first)."
+    ),
+    timeout_s: float | None = typer.Option(
+        None, "--timeout", help="Stop the whole job after this many seconds (exit code 124)."
+    ),
+    name: str = NAME,
+    state_root: Path = STATE_ROOT,
+) -> None:
+    """Run real MPI ranks in the host namespaces over the fabric: mpirun -n N -- PROGRAM ..."""
+    plan = runner.make_plan_for(name, state_root)
+    launch = emu_mpi.mpi_launch(
+        plan,
+        list(ctx.args),
+        nprocs=nprocs,
+        ppn=ppn,
+        mpi=mpi,
+        hosts=hosts.split(",") if hosts else None,
+    )
+    if shutil.which(launch.launcher) is None:
+        raise ConfigError(f"{launch.launcher} not found: apt-get install -y {_mpi_packages(mpi)}")
+    raise typer.Exit(runner.run_foreground(list(launch.argv), launch.env, timeout_s))
+
+
+def _mpi_packages(mpi: str) -> str:
+    return "mpich libmpich-dev" if mpi == "mpich" else "openmpi-bin libopenmpi-dev"
+
+
+def _render(s: dict[str, Any]) -> None:
+    console.print(
+        f"fabric [bold]{s['name']}[/bold] ({s['topology']}): "
+        f"{'complete' if s['complete'] else 'INCOMPLETE (run down)'}, network {s['network']}, "
+        f"controller {s['controller'] or 'none'}, state {s['state_dir']}",
+        highlight=False,
+    )
+    daemons = ", ".join(f"{Path(d['pidfile']).stem}={d['pid'] or 'dead'}" for d in s["daemons"])
+    console.print(f"daemons: {daemons or 'none'}", highlight=False)
+    hosts = Table("host", "namespace", "ip", "mac", "present", title="hosts")
+    for h in s["hosts"]:
+        hosts.add_row(h["name"], h["netns"], h["ip"], h["mac"], _yes(h["present"]))
+    console.print(hosts)
+    br = Table("switch", "bridge", "dpid", "present", "controller", title="bridges")
+    for b in s["bridges"]:
+        conn = b["controller_connected"]
+        br.add_row(
+            b["switch"],
+            b["bridge"],
+            b["dpid"],
+            _yes(b["present"]),
+            "-" if conn is None else _yes(conn),
+        )
+    console.print(br)
+    links = Table("link", "devices", "shaped", "lag", title="links")
+    for ln in s["links"]:
+        links.add_row(
+            f"{ln['a']} <-> {ln['b']}",
+            f"{ln['a_dev']} / {ln['b_dev']}",
+            bps(ln["rate_bps"]),
+            ln["lag"] or "-",
+        )
+    console.print(links)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"

@@ -1,0 +1,240 @@
+"""Routes as switch hops, and their encoding into flow rules.
+
+A :class:`Route` is one host pair's path as the switches see it: the source and
+destination MACs and, for every switch on the way, the port the frame enters by
+and the port it leaves by.  Routes come from a core
+:class:`~sdnmpi.core.routing.model.Routing` (arc indices, converted with the
+fabric it was computed on, so ports are exact even with parallel links) or from
+a mapping of host-name pairs to node-name paths.
+
+Encoding (all rules match Ethernet addresses, table 0):
+
+* **default routes** (:func:`default_rules`): for every (switch, destination)
+  the out-port most of the routes use becomes one rule on ``eth_dst``, and
+  routes leaving by another port get an (``eth_src``, ``eth_dst``) rule at a
+  slightly higher priority.  A destination-consistent routing (D-mod-K: every
+  switch sends everything for a destination out of one port) gives exactly
+  one rule per (switch, destination) and no pair rule; per-flow routers (ECMP,
+  ours) get the pair rules they need.  ``encoding="pair"`` forces pair rules.
+* **job routes** (:func:`job_rules`): one (``eth_src``, ``eth_dst``) rule per
+  switch of each route, with the job's cookie.
+
+The last hop (the destination's edge switch to the host) is never encoded: the
+host delivery rule on that switch already sends ``eth_dst`` to the host port.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from sdnmpi.controller import cookies
+from sdnmpi.controller.flows import FlowRule, Match, Output
+from sdnmpi.controller.inventory import Inventory
+from sdnmpi.core.routing.model import Demands, Fabric, Routing
+from sdnmpi.core.topology import Arc, Topology
+from sdnmpi.errors import RoutingError
+
+#: Priorities of the rule kinds, lowest first (see :mod:`sdnmpi.controller.planner`).
+PRIORITY_DEFAULT_DST = 100
+PRIORITY_DEFAULT_PAIR = 110
+PRIORITY_JOB = 300
+
+Encoding = Literal["auto", "pair"]
+PairKey = tuple[str, str]  # (src MAC, dst MAC)
+
+
+@dataclass(frozen=True)
+class Hop:
+    """A frame crosses switch ``dpid`` from ``in_port`` to ``out_port``."""
+
+    dpid: int
+    in_port: int
+    out_port: int
+
+
+@dataclass(frozen=True)
+class Route:
+    """The path of one host pair: MACs and the switch hops in order."""
+
+    src_mac: str
+    dst_mac: str
+    hops: tuple[Hop, ...]
+
+    @property
+    def key(self) -> PairKey:
+        """(src MAC, dst MAC)."""
+        return (self.src_mac, self.dst_mac)
+
+
+# -- building routes --------------------------------------------------------------------
+
+
+def route_from_arcs(topology: Topology, arcs: Sequence[Arc]) -> Route:
+    """The route of a host-to-host arc path of ``topology``."""
+    if len(arcs) < 2:
+        raise RoutingError(f"path {[a.index for a in arcs]} is shorter than host-switch-host")
+    src, dst = arcs[0].src, arcs[-1].dst
+    for end in (src, dst):
+        if not topology.is_host(end):
+            raise RoutingError(f"path from {src!r} to {dst!r}: {end!r} is not a host")
+    hops = []
+    for into, out in itertools.pairwise(arcs):
+        if into.dst != out.src:
+            raise RoutingError(
+                f"path from {src!r} to {dst!r} is not contiguous: "
+                f"{into.src}->{into.dst} then {out.src}->{out.dst}"
+            )
+        if topology.is_host(into.dst):
+            raise RoutingError(f"path from {src!r} to {dst!r} transits host {into.dst!r}")
+        hops.append(Hop(topology.switch(into.dst).dpid, into.dst_port, out.src_port))
+    return Route(topology.host(src).mac, topology.host(dst).mac, tuple(hops))
+
+
+def routes_from_routing(
+    fabric: Fabric, routing: Routing, demands: Demands | None = None
+) -> list[Route]:
+    """One route per host pair of a core routing, in flow order.
+
+    Flows of one pair normally share a path (``ours``, D-mod-K, default routes);
+    when they do not (ECMP on rank pairs), MAC rules can carry only one, so the
+    pair takes the path of its heaviest flow (bytes times phase repeats, if
+    ``demands`` is given), ties to the first flow.
+    """
+    rows = routing.arcs.tolist()
+    if any(not row or row[0] < 0 for row in rows):
+        raise RoutingError(f"{routing.router}: a flow has an empty path")
+    arc_src, arc_dst = fabric.arc_src.tolist(), fabric.arc_dst.tolist()
+    weight = _flow_weight(demands, len(rows))
+    best: dict[tuple[int, int], int] = {}
+    for flow, row in enumerate(rows):
+        last = row[row.index(-1) - 1] if -1 in row else row[-1]
+        key = (arc_src[row[0]], arc_dst[last])
+        if key not in best or weight[flow] > weight[best[key]]:
+            best[key] = flow
+    topo = fabric.topology
+    arcs = topo.arcs
+    return [
+        route_from_arcs(topo, [arcs[a] for a in rows[flow] if a >= 0]) for flow in best.values()
+    ]
+
+
+def _flow_weight(demands: Demands | None, n: int) -> list[float]:
+    if demands is None:
+        return [1.0] * n
+    w = demands.size_bytes * demands.phase_repeat[demands.phase]
+    return [float(x) for x in np.asarray(w, dtype=np.float64)]
+
+
+def routes_from_names(
+    topology: Topology, paths: Mapping[tuple[str, str], Sequence[str]]
+) -> list[Route]:
+    """Routes from node-name paths ``(src, dst) -> (src, sw, ..., dst)`` on ``topology``.
+
+    Between two nodes joined by parallel links the lowest port is taken.
+    """
+    out = []
+    for (src, dst), names in paths.items():
+        if len(names) < 3 or names[0] != src or names[-1] != dst:
+            raise RoutingError(
+                f"path for {src!r} -> {dst!r} must run from {src!r} to {dst!r} "
+                f"through at least one switch, got {list(names)}"
+            )
+        arcs = [_arc(topology, a, b) for a, b in itertools.pairwise(names)]
+        out.append(route_from_arcs(topology, arcs))
+    return out
+
+
+def _arc(topology: Topology, a: str, b: str) -> Arc:
+    if a not in topology.out_arcs:
+        raise RoutingError(f"unknown node {a!r} (not in the live topology {topology.name!r})")
+    for arc in topology.out_arcs[a]:
+        if arc.dst == b:
+            return arc
+    raise RoutingError(f"no live link from {a!r} to {b!r}: path is not contiguous")
+
+
+# -- checking routes against what is live -------------------------------------------------
+
+
+def route_problem(inventory: Inventory, route: Route) -> str | None:
+    """Why ``route`` cannot be installed now, or ``None`` if every hop is live."""
+    where = f"route {route.src_mac} -> {route.dst_mac}"
+    src, dst = inventory.hosts.get(route.src_mac), inventory.hosts.get(route.dst_mac)
+    if src is None or dst is None:
+        missing = route.src_mac if src is None else route.dst_mac
+        return f"{where}: unknown host {missing}"
+    if route.src_mac == route.dst_mac or not route.hops:
+        return f"{where}: empty route"
+    first, last = route.hops[0], route.hops[-1]
+    if (first.dpid, first.in_port) != (src.dpid, src.port):
+        return f"{where}: starts at {first.dpid}:{first.in_port}, host is at {src.dpid}:{src.port}"
+    if (last.dpid, last.out_port) != (dst.dpid, dst.port):
+        return f"{where}: ends at {last.dpid}:{last.out_port}, host is at {dst.dpid}:{dst.port}"
+    return _hops_problem(inventory, route, where)
+
+
+def _hops_problem(inventory: Inventory, route: Route, where: str) -> str | None:
+    seen: set[int] = set()
+    for hop in route.hops:
+        if hop.dpid not in inventory.switches_up:
+            return f"{where}: switch {hop.dpid} is not connected"
+        if hop.dpid in seen:
+            return f"{where}: visits switch {hop.dpid} twice (loop)"
+        seen.add(hop.dpid)
+    for hop, nxt in itertools.pairwise(route.hops):
+        peer = inventory.links.get((hop.dpid, hop.out_port))
+        back = inventory.links.get((nxt.dpid, nxt.in_port))
+        if peer != (nxt.dpid, nxt.in_port) or back != (hop.dpid, hop.out_port):
+            return (
+                f"{where}: no live link {hop.dpid}:{hop.out_port} -> "
+                f"{nxt.dpid}:{nxt.in_port} (path is not contiguous)"
+            )
+    return None
+
+
+# -- encoding -------------------------------------------------------------------------
+
+
+def default_rules(routes: Iterable[Route], encoding: Encoding = "auto") -> list[FlowRule]:
+    """Default-route rules: per destination where the routes agree, per pair elsewhere."""
+    by_dst: dict[tuple[int, str], list[tuple[str, int]]] = {}
+    for route in routes:
+        for hop in route.hops[:-1]:
+            by_dst.setdefault((hop.dpid, route.dst_mac), []).append((route.src_mac, hop.out_port))
+    ck = cookies.cookie("default")
+    out: list[FlowRule] = []
+    for (dpid, dst), uses in sorted(by_dst.items()):
+        main = _main_port(uses) if encoding == "auto" else None
+        if main is not None:
+            match = Match(eth_dst=dst)
+            out.append(FlowRule(dpid, 0, PRIORITY_DEFAULT_DST, match, (Output(main),), ck))
+        for src, port in sorted(uses):
+            if port != main:
+                match = Match(eth_src=src, eth_dst=dst)
+                out.append(FlowRule(dpid, 0, PRIORITY_DEFAULT_PAIR, match, (Output(port),), ck))
+    return out
+
+
+def _main_port(uses: list[tuple[str, int]]) -> int:
+    """The most used out-port (lowest on ties)."""
+    counts = Counter(port for _, port in uses)
+    return min(counts, key=lambda p: (-counts[p], p))
+
+
+def job_rules(job_id: int, routes: Iterable[Route]) -> list[FlowRule]:
+    """One (eth_src, eth_dst) rule per switch of each route but the last, job cookie."""
+    ck = cookies.job_cookie(job_id)
+    out = []
+    for route in routes:
+        match = Match(eth_src=route.src_mac, eth_dst=route.dst_mac)
+        out += [
+            FlowRule(hop.dpid, 0, PRIORITY_JOB, match, (Output(hop.out_port),), ck)
+            for hop in route.hops[:-1]
+        ]
+    return out

@@ -1,0 +1,605 @@
+"""From a topology to an emulated fabric, as data: the pure half of ``sdnmpi emu``.
+
+:func:`make_plan` turns a :class:`~sdnmpi.core.topology.Topology` into a
+:class:`FabricPlan`: the network namespace, addresses and interfaces of every
+host, one Open vSwitch bridge per switch (dpid and port numbers from the model),
+one veth pair per link shaped to ``capacity_bps * link_scale``, and the ordered
+:class:`Step` list (commands and files) that builds it.  Every step that creates
+something names the :class:`Resource` it creates, so the runner can record it
+*before* running the step and ``down`` can remove exactly what ``up`` made.
+Nothing here runs a command or touches the system.
+
+Naming (all deterministic, unique per fabric):
+
+* namespaces ``sdnmpi-<fabric>-<host>``; inside them the host's interfaces are
+  ``eth0``, ``eth1``, ... in port order;
+* names in the root namespace (bridges, switch-side veth ends) start with a
+  6-character fabric tag ``e`` + 5 hex digits of a hash of the fabric name:
+  bridge ``<tag>-<switch>`` (or ``<tag>-b<index>`` when too long), veth end
+  ``<tag>s<switch index>p<port>`` (or ``<tag>l<link index><a|b>``); all at most
+  15 characters (IFNAMSIZ).
+
+Every bridge runs in fail-mode *secure*: with a controller (``--controller``) it
+forwards what the controller installs; without one it forwards nothing until
+flows are installed (``l2_learning`` adds one NORMAL flow per bridge, allowed only
+on loop-free fabrics, since MAC learning floods loops forever; or install flows
+with ``ovs-ofctl`` and ``OVS_RUNDIR=<state dir>/ovs``).  Standalone mode would
+flood the loops of a fat-tree, so it is never used.
+
+Only the first interface of a multi-homed host gets the model's MAC and IP; its
+other interfaces come up unaddressed.  Members of an aggregated link
+(``Link.lag``) are separate ports for now (no OVS bond).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from sdnmpi.core.topology import Topology
+from sdnmpi.errors import ConfigError, TopologyError
+
+#: Default scale of link capacities: 1 Gbit/s becomes 50 Mbit/s, far below the
+#: about 1 Gbit/s the userspace datapath moves in total, so the links bottleneck.
+DEFAULT_LINK_SCALE = 0.05
+IFNAMSIZ = 15
+NS_PREFIX = "sdnmpi"
+DEFAULT_STATE_ROOT = Path("/run/sdnmpi")
+DEFAULT_NETWORK = ipaddress.IPv4Network("10.0.0.0/8")
+OVS_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
+#: The tap device of the userspace datapath; OVS names it itself, so only one
+#: netdev-datapath OVS instance can run per network namespace.
+NETDEV_DATAPATH = "ovs-netdev"
+
+_FABRIC_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,23}$")
+
+ResourceKind = Literal["dir", "daemon", "netns", "etc_netns", "link"]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Something ``up`` creates and ``down`` removes.
+
+    ``name`` is a path (``dir``, ``etc_netns``), a pidfile (``daemon``), a
+    namespace name (``netns``) or an interface name in the root namespace
+    (``link``).
+    """
+
+    kind: ResourceKind
+    name: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command (``argv``) or one file to write (``path`` and ``text``)."""
+
+    argv: tuple[str, ...] = ()
+    creates: Resource | None = None
+    path: str | None = None
+    text: str | None = None
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class HostIface:
+    """One interface of an emulated host, inside its namespace."""
+
+    iface: str
+    port_no: int
+    mac: str | None
+    ip: str | None
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """An emulated host: its namespace, hostname and interfaces."""
+
+    name: str
+    netns: str
+    ip: str
+    mac: str
+    ifaces: tuple[HostIface, ...]
+
+
+@dataclass(frozen=True)
+class BridgePlan:
+    """The OVS bridge of one switch."""
+
+    switch: str
+    bridge: str
+    dpid: int
+
+    @property
+    def dpid_hex(self) -> str:
+        """The datapath id as OVS wants it: 16 hex digits."""
+        return f"{self.dpid:016x}"
+
+
+@dataclass(frozen=True)
+class LinkEnd:
+    """One end of a veth pair: a host interface or a bridge port."""
+
+    node: str
+    port_no: int
+    dev: str
+    netns: str | None
+
+
+@dataclass(frozen=True)
+class LinkPlan:
+    """One link of the model as a veth pair, shaped to ``rate_bps`` each way."""
+
+    index: int
+    a: LinkEnd
+    b: LinkEnd
+    capacity_bps: float
+    rate_bps: float
+    lag: str | None
+
+
+@dataclass(frozen=True)
+class FabricPlan:
+    """Everything ``up`` builds, and the steps that build it."""
+
+    name: str
+    tag: str
+    state_dir: Path
+    network: ipaddress.IPv4Network
+    link_scale: float
+    controller: str | None
+    l2_learning: bool
+    hosts: tuple[HostPlan, ...]
+    bridges: tuple[BridgePlan, ...]
+    links: tuple[LinkPlan, ...]
+    steps: tuple[Step, ...]
+
+    @property
+    def run_dir(self) -> Path:
+        """The private OVS instance's directory (database, sockets, pidfiles, logs)."""
+        return self.state_dir / "ovs"
+
+    @property
+    def state_file(self) -> Path:
+        """The JSON record of what ``up`` created."""
+        return self.state_dir / "state.json"
+
+    @property
+    def launcher(self) -> Path:
+        """The fake ssh that MPI launchers use to start processes in host namespaces."""
+        return self.state_dir / "ssh-launcher"
+
+    def host(self, name: str) -> HostPlan:
+        """The emulated host ``name``, or :class:`~sdnmpi.errors.ConfigError`."""
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        known = ", ".join(h.name for h in self.hosts)
+        raise ConfigError(f"fabric {self.name!r} has no host {name!r} (hosts: {known})")
+
+    def ovs_env(self) -> dict[str, str]:
+        """Environment variables that point every ovs-* tool at this instance."""
+        run = str(self.run_dir)
+        return {"OVS_RUNDIR": run, "OVS_DBDIR": run, "OVS_LOGDIR": run}
+
+    def root_links(self) -> tuple[str, ...]:
+        """Interface names this fabric owns in the root namespace."""
+        bridges = tuple(b.bridge for b in self.bridges)
+        ends = tuple(e.dev for ln in self.links for e in (ln.a, ln.b) if e.netns is None)
+        return bridges + ends
+
+
+def check_fabric_name(name: str) -> str:
+    """``name`` if it is a valid fabric name, else :class:`ConfigError`.
+
+    >>> check_fabric_name("demo-1")
+    'demo-1'
+    """
+    if not _FABRIC_NAME_RE.match(name):
+        raise ConfigError(
+            f"invalid fabric name {name!r}: use 1-24 characters a-z, 0-9, '-', '_', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def fabric_tag(name: str) -> str:
+    """The 6-character prefix of this fabric's names in the root namespace.
+
+    >>> len(fabric_tag("default")), fabric_tag("default").startswith("e")
+    (6, True)
+    """
+    return "e" + hashlib.sha256(name.encode()).hexdigest()[:5]
+
+
+def netns_name(fabric: str, host: str) -> str:
+    """The namespace of an emulated host.
+
+    >>> netns_name("demo", "h1")
+    'sdnmpi-demo-h1'
+    """
+    return f"{NS_PREFIX}-{fabric}-{host}"
+
+
+def tc_rate(rate_bps: float) -> str:
+    """A rate as ``tc`` reads it, in whole bit/s.
+
+    >>> tc_rate(5e7)
+    '50000000bit'
+    """
+    return f"{max(1, round(rate_bps))}bit"
+
+
+def htb_burst_bytes(rate_bps: float) -> int:
+    """HTB burst: 1 ms at the rate, at least ten full frames.
+
+    >>> htb_burst_bytes(5e7)
+    15140
+    """
+    return max(15140, round(rate_bps / 8 * 1e-3))
+
+
+def shaping_argvs(dev: str, rate_bps: float, netns: str | None) -> list[tuple[str, ...]]:
+    """``tc`` commands that shape egress of ``dev`` to ``rate_bps`` with one HTB class."""
+    tc = ("tc", "-n", netns) if netns else ("tc",)
+    rate, burst = tc_rate(rate_bps), str(htb_burst_bytes(rate_bps))
+    htb = ("rate", rate, "ceil", rate, "burst", burst, "cburst", burst, "quantum", "1514")
+    return [
+        (*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"),
+        (*tc, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb", *htb),
+    ]
+
+
+# -- addressing -------------------------------------------------------------------------
+
+
+def fabric_network(topo: Topology) -> ipaddress.IPv4Network:
+    """The subnet of the host addresses.
+
+    ``meta["network"]`` if the topology names one, else ``10.0.0.0/8`` when every
+    address lies in it, else the smallest network holding them all.
+    """
+    declared = topo.meta.get("network")
+    if declared is not None:
+        try:
+            return ipaddress.IPv4Network(str(declared), strict=False)
+        except ValueError as exc:
+            raise TopologyError(f"topology {topo.name!r}: bad meta network: {exc}") from None
+    addrs = [_ipv4(topo, h.name, h.ip) for h in topo.hosts if h.ip]
+    if all(a in DEFAULT_NETWORK for a in addrs):
+        return DEFAULT_NETWORK
+    net = ipaddress.IPv4Network(f"{addrs[0]}/32")
+    while not all(a in net for a in addrs):
+        net = net.supernet()
+    return net
+
+
+def _ipv4(topo: Topology, host: str, ip: str | None) -> ipaddress.IPv4Address:
+    addr = ipaddress.ip_address(ip or "")
+    if not isinstance(addr, ipaddress.IPv4Address):
+        raise TopologyError(f"topology {topo.name!r}: host {host!r} has IPv6 {ip}; emu is IPv4")
+    return addr
+
+
+def host_addresses(topo: Topology, network: ipaddress.IPv4Network) -> dict[str, str]:
+    """Host -> IPv4: the model's, or the next free one in ``network`` for hosts without."""
+    taken = {h.ip for h in topo.hosts if h.ip}
+    out: dict[str, str] = {}
+    free = (str(a) for a in network.hosts() if str(a) not in taken)
+    for h in topo.hosts:
+        if h.ip:
+            if ipaddress.ip_address(h.ip) not in network:
+                raise TopologyError(f"host {h.name!r}: {h.ip} is outside {network}")
+            out[h.name] = h.ip
+        else:
+            try:
+                out[h.name] = next(free)
+            except StopIteration:
+                raise TopologyError(f"{network} has too few addresses for the hosts") from None
+    return out
+
+
+def hosts_file(topo: Topology, addresses: dict[str, str]) -> str:
+    """``/etc/hosts`` for every emulated host: localhost and every host's name."""
+    lines = ["127.0.0.1\tlocalhost"] + [f"{addresses[h.name]}\t{h.name}" for h in topo.hosts]
+    return "\n".join(lines) + "\n"
+
+
+# -- names ------------------------------------------------------------------------------
+
+
+def bridge_name(tag: str, switch: str, index: int) -> str:
+    """``<tag>-<switch>``, or ``<tag>-b<index>`` when that is too long."""
+    name = f"{tag}-{switch}"
+    return name if len(name) <= IFNAMSIZ and _ifname_ok(switch) else f"{tag}-b{index}"
+
+
+def _ifname_ok(text: str) -> bool:
+    return re.fullmatch(r"[A-Za-z0-9_-]+", text) is not None
+
+
+def switch_end_name(tag: str, switch_index: int, port_no: int, link: int, side: str) -> str:
+    """Root-namespace name of a switch-side veth end.
+
+    >>> switch_end_name("e12345", 2, 7, 40, "b")
+    'e12345s2p7'
+    """
+    name = f"{tag}s{switch_index}p{port_no}"
+    return name if len(name) <= IFNAMSIZ else f"{tag}l{link}{side}"
+
+
+def is_loop_free(topo: Topology) -> bool:
+    """Whether the switches and their links form a forest (no loop, no parallel link)."""
+    parent = {s.name: s.name for s in topo.switches}
+
+    def find(n: str) -> str:
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    for ln in topo.links:
+        if topo.is_host(ln.src) or topo.is_host(ln.dst):
+            continue
+        ra, rb = find(ln.src), find(ln.dst)
+        if ra == rb:
+            return False
+        parent[ra] = rb
+    return True
+
+
+# -- the plan ---------------------------------------------------------------------------
+
+
+def make_plan(
+    topo: Topology,
+    name: str = "default",
+    *,
+    link_scale: float = DEFAULT_LINK_SCALE,
+    controller: str | None = None,
+    state_root: Path = DEFAULT_STATE_ROOT,
+    l2_learning: bool = False,
+) -> FabricPlan:
+    """The fabric that emulates ``topo``, and the steps that build it."""
+    check_fabric_name(name)
+    if not link_scale > 0:
+        raise ConfigError(f"--link-scale must be > 0, got {link_scale}")
+    if controller is not None:
+        _check_controller(controller)
+    if l2_learning and not is_loop_free(topo):
+        raise ConfigError(
+            f"topology {topo.name!r} has loops between switches: MAC learning (--l2-learning) "
+            "would flood them forever; use a controller instead"
+        )
+    tag = fabric_tag(name)
+    network = fabric_network(topo)
+    addresses = host_addresses(topo, network)
+    bridges = tuple(
+        BridgePlan(s.name, bridge_name(tag, s.name, i + 1), s.dpid)
+        for i, s in enumerate(topo.switches)
+    )
+    links = _links(topo, name, tag, link_scale)
+    hosts = _hosts(topo, name, addresses, links)
+    plan = FabricPlan(
+        name,
+        tag,
+        state_root / name,
+        network,
+        link_scale,
+        controller,
+        l2_learning,
+        hosts,
+        bridges,
+        links,
+        (),
+    )
+    _check_names(plan)
+    steps = _steps(plan, hosts_file(topo, addresses))
+    return FabricPlan(**{**plan.__dict__, "steps": tuple(steps)})
+
+
+def _check_controller(target: str) -> None:
+    if not re.fullmatch(r"(tcp|ssl):[0-9A-Za-z.\-\[\]:]+(:\d+)?|unix:/\S+", target):
+        raise ConfigError(
+            f"invalid controller {target!r} (want tcp:IP:PORT, ssl:IP:PORT or unix:PATH)"
+        )
+
+
+def _links(topo: Topology, fabric: str, tag: str, scale: float) -> tuple[LinkPlan, ...]:
+    sw_index = {s.name: i + 1 for i, s in enumerate(topo.switches)}
+    host_ifaces: dict[str, list[int]] = {}
+    for ln in topo.links:
+        for node, port in ((ln.src, ln.src_port), (ln.dst, ln.dst_port)):
+            if topo.is_host(node):
+                host_ifaces.setdefault(node, []).append(port)
+    iface_of = {
+        (h, p): f"eth{k}" for h, ports in host_ifaces.items() for k, p in enumerate(sorted(ports))
+    }
+
+    def end(node: str, port: int, link: int, side: str) -> LinkEnd:
+        if topo.is_host(node):
+            return LinkEnd(node, port, iface_of[node, port], netns_name(fabric, node))
+        return LinkEnd(node, port, switch_end_name(tag, sw_index[node], port, link, side), None)
+
+    return tuple(
+        LinkPlan(
+            i,
+            end(ln.src, ln.src_port, i, "a"),
+            end(ln.dst, ln.dst_port, i, "b"),
+            ln.capacity_bps,
+            ln.capacity_bps * scale,
+            ln.lag,
+        )
+        for i, ln in enumerate(topo.links)
+    )
+
+
+def _hosts(
+    topo: Topology, fabric: str, addresses: dict[str, str], links: tuple[LinkPlan, ...]
+) -> tuple[HostPlan, ...]:
+    out = []
+    for h in topo.hosts:
+        ends = sorted(
+            (e for ln in links for e in (ln.a, ln.b) if e.node == h.name), key=lambda e: e.port_no
+        )
+        ifaces = tuple(
+            HostIface(
+                e.dev, e.port_no, h.mac if k == 0 else None, addresses[h.name] if k == 0 else None
+            )
+            for k, e in enumerate(ends)
+        )
+        out.append(HostPlan(h.name, netns_name(fabric, h.name), addresses[h.name], h.mac, ifaces))
+    return tuple(out)
+
+
+def _check_names(plan: FabricPlan) -> None:
+    names = plan.root_links()
+    too_long = [n for n in names if len(n) > IFNAMSIZ]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if too_long or dups:
+        raise TopologyError(
+            f"fabric {plan.name!r}: cannot name its interfaces (too long: {too_long}, "
+            f"duplicate: {dups})"
+        )
+
+
+def _steps(plan: FabricPlan, hosts_text: str) -> list[Step]:
+    steps = _ovs_steps(plan)
+    steps += [s for h in plan.hosts for s in _host_steps(plan, h, hosts_text)]
+    steps += [s for ln in plan.links for s in _link_steps(plan, ln)]
+    if plan.l2_learning:
+        steps += [_ofctl(b.bridge, "add-flow", "priority=0,actions=NORMAL") for b in plan.bridges]
+    steps.append(Step(path=str(plan.launcher), text=launcher_script(plan), mode=0o755))
+    return steps
+
+
+def _vsctl(plan: FabricPlan, *args: str, creates: Resource | None = None) -> Step:
+    db = f"unix:{plan.run_dir / 'db.sock'}"
+    return Step(("ovs-vsctl", f"--db={db}", "--timeout=10", *args), creates)
+
+
+def _ofctl(bridge: str, *args: str) -> Step:
+    return Step(("ovs-ofctl", "-O", "OpenFlow13", *args[:1], bridge, *args[1:]))
+
+
+def _ovs_steps(plan: FabricPlan) -> list[Step]:
+    run = plan.run_dir
+    db, sock = str(run / "conf.db"), f"punix:{run / 'db.sock'}"
+    steps = [
+        Step(("mkdir", "-p", str(plan.state_dir)), Resource("dir", str(plan.state_dir))),
+        Step(("mkdir", "-p", str(run))),
+        Step(("ovsdb-tool", "create", db, str(OVS_SCHEMA))),
+        Step(
+            _daemon_argv("ovsdb-server", run, db, f"--remote={sock}"),
+            Resource("daemon", str(run / "ovsdb-server.pid")),
+        ),
+        _vsctl(plan, "--no-wait", "init"),
+        Step(
+            _daemon_argv("ovs-vswitchd", run, f"unix:{run / 'db.sock'}"),
+            Resource("daemon", str(run / "ovs-vswitchd.pid")),
+        ),
+    ]
+    # The first bridge also creates the userspace datapath's tap device.
+    steps.append(Step(creates=Resource("link", NETDEV_DATAPATH)))
+    return steps + [_bridge_step(plan, b) for b in plan.bridges]
+
+
+def _daemon_argv(daemon: str, run: Path, *args: str) -> tuple[str, ...]:
+    pidfile, logfile = run / f"{daemon}.pid", run / f"{daemon}.log"
+    return (daemon, *args, f"--pidfile={pidfile}", "--detach", f"--log-file={logfile}")
+
+
+def _bridge_step(plan: FabricPlan, b: BridgePlan) -> Step:
+    args = ["add-br", b.bridge, "--", "set", "bridge", b.bridge, "datapath_type=netdev"]
+    args += [f"other-config:datapath-id={b.dpid_hex}", "other-config:disable-in-band=true"]
+    args += ["protocols=OpenFlow13", "fail-mode=secure"]
+    if plan.controller:
+        args += ["--", "set-controller", b.bridge, plan.controller]
+    return _vsctl(plan, *args, creates=Resource("link", b.bridge))
+
+
+def _host_steps(plan: FabricPlan, h: HostPlan, hosts_text: str) -> list[Step]:
+    etc = f"/etc/netns/{h.netns}"
+    sysctl = ("ip", "netns", "exec", h.netns, "sysctl", "-qw")
+    return [
+        Step(("ip", "netns", "add", h.netns), Resource("netns", h.netns)),
+        Step(("mkdir", "-p", etc), Resource("etc_netns", etc)),
+        Step(path=f"{etc}/hosts", text=hosts_text),
+        Step(path=f"{etc}/hostname", text=f"{h.name}\n"),
+        Step((*sysctl, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")),
+        Step(("ip", "-n", h.netns, "link", "set", "lo", "up")),
+    ]
+
+
+def _link_steps(plan: FabricPlan, ln: LinkPlan) -> list[Step]:
+    a, b = ln.a, ln.b
+    if a.netns is not None and b.netns is None:
+        a, b = b, a  # create from the root-namespace end
+    create: tuple[str, ...] = ("ip", "link", "add", a.dev, "type", "veth", "peer", "name", b.dev)
+    if a.netns is not None:
+        raise TopologyError(f"link {ln.index}: host-to-host links are not supported by emu")
+    if b.netns is not None:
+        create += ("netns", b.netns)
+    steps = [Step(create, Resource("link", a.dev))]
+    for end in (a, b):
+        steps += _end_steps(plan, end, ln.rate_bps)
+    return steps
+
+
+def _end_steps(plan: FabricPlan, end: LinkEnd, rate_bps: float) -> list[Step]:
+    ip = ("ip", "-n", end.netns) if end.netns else ("ip",)
+    nsexec = ("ip", "netns", "exec", end.netns) if end.netns else ()
+    steps: list[Step] = []
+    if end.netns is None:
+        steps.append(Step(("sysctl", "-qw", f"net.ipv6.conf.{end.dev}.disable_ipv6=1")))
+    else:
+        iface = next(i for i in plan.host(end.node).ifaces if i.iface == end.dev)
+        if iface.mac:
+            steps.append(Step((*ip, "link", "set", end.dev, "address", iface.mac)))
+        if iface.ip:
+            cidr = f"{iface.ip}/{plan.network.prefixlen}"
+            steps.append(Step((*ip, "addr", "add", cidr, "dev", end.dev)))
+    steps.append(Step((*nsexec, "ethtool", "-K", end.dev, "tx", "off")))
+    steps.append(Step((*ip, "link", "set", end.dev, "up")))
+    if end.netns is None:
+        steps.append(_port_step(plan, end))
+    steps += [Step(argv) for argv in shaping_argvs(end.dev, rate_bps, end.netns)]
+    return steps
+
+
+def _port_step(plan: FabricPlan, end: LinkEnd) -> Step:
+    bridge = next(b.bridge for b in plan.bridges if b.switch == end.node)
+    port = ("add-port", bridge, end.dev, "--", "set", "interface", end.dev)
+    request = f"ofport_request={end.port_no}"
+    # QoS type linux-noop: OVS leaves our HTB qdisc alone (by default it replaces it).
+    noop = ("--", "set", "port", end.dev, "qos=@q", "--", "--id=@q", "create", "qos")
+    return _vsctl(plan, *port, request, *noop, "type=linux-noop")
+
+
+def launcher_script(plan: FabricPlan) -> str:
+    """A fake ``ssh`` for MPI launchers: runs the command in the host's namespace.
+
+    It drops ssh options, takes the host name (or IP), and runs the rest as a
+    shell command line (as ssh would) under ``ip netns exec NS unshare --uts``
+    with the hostname set.
+    """
+    cases = "\n".join(f"  {h.name}|{h.ip}) ns={h.netns}; host={h.name} ;;" for h in plan.hosts)
+    return f"""#!/bin/sh
+# sdnmpi emu: fake ssh into the hosts of fabric {plan.name}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -o|-p|-l|-i|-F|-E|-b|-c|-m|-S|-J|-W|-L|-R|-D) shift 2 ;;
+    -*) shift ;;
+    *) break ;;
+  esac
+done
+case "$1" in
+{cases}
+  *) echo "sdnmpi-ssh: fabric {plan.name} has no host '$1'" >&2; exit 255 ;;
+esac
+shift
+exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0"; exec sh -c "$*"' "$host" "$@"
+"""

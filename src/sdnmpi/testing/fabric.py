@@ -1,0 +1,218 @@
+"""A fake OpenFlow fabric: applies flow rules and follows packets through them.
+
+The counterpart of faucet's ``FakeOFTable`` for a whole topology: each switch of
+a :class:`~sdnmpi.core.topology.Topology` holds flow tables; :meth:`FakeFabric.apply`
+executes the planner's messages (``add`` replaces a rule with the same table,
+priority and match; ``delete_strict`` removes exactly one; ``delete`` removes
+every rule whose cookie agrees under the mask); :meth:`FakeFabric.output_ports`
+answers which ports a packet leaves a switch by (highest priority wins, as in
+OpenFlow 1.3; two matching rules at the same top priority are an error, since
+a switch's choice would be undefined); :meth:`FakeFabric.trace` follows a packet
+from a host until it reaches a host, is dropped, goes to the controller, is
+copied to several ports (a flood) or loops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from sdnmpi.controller.flows import (
+    OFPP_CONTROLLER,
+    OFPTT_ALL,
+    Barrier,
+    FlowRule,
+    Match,
+    Message,
+    Output,
+    PacketOut,
+    SetField,
+    ToController,
+)
+from sdnmpi.controller.packets import Packet
+from sdnmpi.core.topology import Topology
+from sdnmpi.errors import SdnMpiError
+
+Outcome = Literal["delivered", "dropped", "controller", "flooded", "loop"]
+TableKey = tuple[int, Match]  # (priority, match)
+
+
+class FakeFabricError(SdnMpiError):
+    """A message the fake fabric cannot apply, or an ambiguous lookup."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """A packet crossed switch ``dpid`` from ``in_port`` to ``out_port``."""
+
+    dpid: int
+    in_port: int
+    out_port: int
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Where a packet went: the switch steps and how it ended.
+
+    ``host`` is the receiving host when ``outcome`` is ``delivered``.
+    """
+
+    steps: tuple[Step, ...]
+    outcome: Outcome
+    host: str | None = None
+
+    @property
+    def dpids(self) -> tuple[int, ...]:
+        """The switches crossed, in order."""
+        return tuple(s.dpid for s in self.steps)
+
+
+class FakeFabric:
+    """Flow tables for every switch of ``topology`` (see module docstring)."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.tables: dict[int, dict[int, dict[TableKey, FlowRule]]] = {
+            s.dpid: {} for s in topology.switches
+        }
+        self.packet_outs: list[PacketOut] = []
+        self.barriers = 0
+        self._peer = {(a.src, a.src_port): (a.dst, a.dst_port) for a in topology.arcs}
+
+    # -- applying messages --------------------------------------------------------------
+    def apply(self, messages: Iterable[Message]) -> None:
+        """Execute flow-mods, count barriers, record packet-outs, in order."""
+        for msg in messages:
+            if isinstance(msg, Barrier):
+                self._switch(msg.dpid)
+                self.barriers += 1
+            elif isinstance(msg, PacketOut):
+                self._switch(msg.dpid)
+                self.packet_outs.append(msg)
+            else:
+                self._flow_mod(msg)
+
+    def _switch(self, dpid: int) -> dict[int, dict[TableKey, FlowRule]]:
+        if dpid not in self.tables:
+            raise FakeFabricError(f"no switch with dpid {dpid} in {self.topology.name!r}")
+        return self.tables[dpid]
+
+    def _flow_mod(self, rule: FlowRule) -> None:
+        tables = self._switch(rule.dpid)
+        if rule.command == "add":
+            tables.setdefault(rule.table_id, {})[(rule.priority, rule.match)] = rule
+        elif rule.command == "delete_strict":
+            table = tables.get(rule.table_id, {})
+            old = table.get((rule.priority, rule.match))
+            if old is not None and _cookie_agrees(old, rule):
+                del table[(rule.priority, rule.match)]
+        else:
+            for table_id, table in tables.items():
+                if rule.table_id in (OFPTT_ALL, table_id):
+                    for key in [k for k, r in table.items() if _cookie_agrees(r, rule)]:
+                        del table[key]
+
+    # -- reading the tables -------------------------------------------------------------
+    def rules(self, dpid: int | None = None) -> list[FlowRule]:
+        """The rules of one switch (or all), highest priority first."""
+        dpids = [dpid] if dpid is not None else sorted(self.tables)
+        out = [r for d in dpids for t in self._switch(d).values() for r in t.values()]
+        return sorted(out, key=lambda r: (r.dpid, r.table_id, -r.priority, r.match.render()))
+
+    def snapshot(self) -> dict[int, frozenset[FlowRule]]:
+        """Every switch's rules as a comparable value."""
+        return {d: frozenset(self.rules(d)) for d in sorted(self.tables)}
+
+    def lookup(self, dpid: int, in_port: int, packet: Packet, table_id: int = 0) -> FlowRule | None:
+        """The rule a packet hits in one table, ``None`` on a table miss with no rule."""
+        table = self._switch(dpid).get(table_id, {})
+        hits = [r for r in table.values() if matches(r.match, in_port, packet)]
+        if not hits:
+            return None
+        top = max(r.priority for r in hits)
+        best = [r for r in hits if r.priority == top]
+        if len(best) > 1:
+            shown = "; ".join(r.render() for r in best)
+            raise FakeFabricError(f"switch {dpid}: {packet} matches {len(best)} rules: {shown}")
+        return best[0]
+
+    def forward(self, dpid: int, in_port: int, packet: Packet) -> list[tuple[int, Packet]]:
+        """(out port, packet as sent) for each output of the rule the packet hits."""
+        rule = self.lookup(dpid, in_port, packet)
+        out: list[tuple[int, Packet]] = []
+        for action in rule.actions if rule is not None else ():
+            if isinstance(action, SetField):
+                packet = _set_field(packet, action)
+            elif isinstance(action, Output):
+                out.append((action.port, packet))
+            elif isinstance(action, ToController):
+                out.append((OFPP_CONTROLLER, packet))
+        return out
+
+    def output_ports(self, dpid: int, packet: Packet, in_port: int) -> tuple[int, ...]:
+        """The ports ``packet`` leaves switch ``dpid`` by (:data:`OFPP_CONTROLLER` included)."""
+        return tuple(port for port, _ in self.forward(dpid, in_port, packet))
+
+    # -- following packets ----------------------------------------------------------------
+    def trace(self, src_host: str, packet: Packet, max_hops: int = 64) -> Trace:
+        """Follow ``packet`` sent by ``src_host`` until it ends (see :class:`Trace`)."""
+        switch, port = self.topology.attachment(src_host)
+        dpid = self.topology.switch(switch).dpid
+        steps: list[Step] = []
+        seen: set[tuple[int, int, Packet]] = set()
+        while len(steps) < max_hops:
+            if (dpid, port, packet) in seen:
+                return Trace(tuple(steps), "loop")
+            seen.add((dpid, port, packet))
+            outs = self.forward(dpid, port, packet)
+            physical = [(p, pkt) for p, pkt in outs if p != OFPP_CONTROLLER]
+            if len(physical) > 1:
+                return Trace(tuple(steps), "flooded")
+            if not physical:
+                return Trace(tuple(steps), "controller" if outs else "dropped")
+            out_port, packet = physical[0]
+            steps.append(Step(dpid, port, out_port))
+            peer = self._peer.get((switch, out_port))
+            if peer is None:
+                return Trace(tuple(steps), "dropped")
+            if self.topology.is_host(peer[0]):
+                return Trace(tuple(steps), "delivered", peer[0])
+            switch, port = peer
+            dpid = self.topology.switch(switch).dpid
+        return Trace(tuple(steps), "loop")
+
+
+def _set_field(packet: Packet, action: SetField) -> Packet:
+    if action.field == "eth_dst":
+        return replace(packet, eth_dst=action.value)
+    return replace(packet, eth_src=action.value)
+
+
+def _cookie_agrees(rule: FlowRule, selector: FlowRule) -> bool:
+    mask = selector.cookie_mask
+    return rule.cookie & mask == selector.cookie & mask
+
+
+def _mac_int(mac: str) -> int:
+    return int(mac.replace(":", ""), 16)
+
+
+def matches(match: Match, in_port: int, packet: Packet) -> bool:
+    """Whether ``packet`` arriving on ``in_port`` matches ``match`` (``None`` = any)."""
+    if match.in_port is not None and match.in_port != in_port:
+        return False
+    if match.eth_dst is not None:
+        mask = _mac_int(match.eth_dst_mask) if match.eth_dst_mask else (1 << 48) - 1
+        if _mac_int(packet.eth_dst) & mask != _mac_int(match.eth_dst) & mask:
+            return False
+    pairs = (
+        (match.eth_src, packet.eth_src),
+        (match.eth_type, packet.eth_type),
+        (match.arp_op, packet.arp_op),
+        (match.arp_tpa, packet.arp_tpa),
+        (match.ip_proto, packet.ip_proto),
+        (match.tp_src, packet.tp_src),
+        (match.tp_dst, packet.tp_dst),
+    )
+    return all(want is None or want == have for want, have in pairs)

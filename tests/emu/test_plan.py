@@ -1,0 +1,299 @@
+"""The emulated fabric's plan, state file, MPI lines and CLI errors: no root needed."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sdnmpi import catalog
+from sdnmpi.cli.main import main
+from sdnmpi.core.generators import fat_tree, leaf_spine
+from sdnmpi.core.topology import Topology
+from sdnmpi.emu import mpi as emu_mpi
+from sdnmpi.emu import runner
+from sdnmpi.emu.plan import (
+    IFNAMSIZ,
+    FabricPlan,
+    Resource,
+    fabric_network,
+    is_loop_free,
+    make_plan,
+)
+from sdnmpi.emu.state import FabricState, load_state, save_state, state_from_dict
+from sdnmpi.errors import ConfigError, FormatError
+
+TOPOLOGIES = ["unisonflow", "allreduce28", "netsa", "milk"]
+
+
+def _topos() -> list[Topology]:
+    return [catalog.load_topology(n) for n in TOPOLOGIES] + [fat_tree(4), leaf_spine(1, 2, 2)]
+
+
+@pytest.mark.parametrize("topo", _topos(), ids=lambda t: t.name)
+def test_root_names_fit_ifnamsiz_and_are_unique(topo: Topology):
+    plan = make_plan(topo, "a-rather-long-name_24chr")
+    names = plan.root_links()
+    assert all(len(n) <= IFNAMSIZ for n in names)
+    assert len(set(names)) == len(names)
+    assert all(n.startswith(plan.tag) for n in names)
+    assert len({h.netns for h in plan.hosts}) == len(topo.hosts)
+    for h in plan.hosts:
+        assert len({i.iface for i in h.ifaces}) == len(h.ifaces)
+        assert all(len(i.iface) <= IFNAMSIZ for i in h.ifaces)
+
+
+def test_two_fabrics_share_no_name():
+    topo = leaf_spine(2, 4, 2)
+    a, b = make_plan(topo, "one"), make_plan(topo, "two")
+    assert not set(a.root_links()) & set(b.root_links())
+    assert not {h.netns for h in a.hosts} & {h.netns for h in b.hosts}
+    assert a.state_dir != b.state_dir
+
+
+def test_names_are_deterministic():
+    topo = catalog.load_topology("unisonflow")
+    assert make_plan(topo, "x") == make_plan(topo, "x")
+
+
+@pytest.mark.parametrize("topo", _topos(), ids=lambda t: t.name)
+def test_ports_and_dpids_follow_the_model(topo: Topology):
+    plan = make_plan(topo, "p")
+    assert [b.dpid for b in plan.bridges] == [s.dpid for s in topo.switches]
+    assert all(len(b.dpid_hex) == 16 for b in plan.bridges)
+    requested = {
+        (s.argv[4], s.argv[5]): next(
+            int(a.split("=")[1]) for a in s.argv if a.startswith("ofport_request=")
+        )
+        for s in plan.steps
+        if s.argv[:1] == ("ovs-vsctl",) and "add-port" in s.argv
+    }
+    bridge_of = {b.switch: b.bridge for b in plan.bridges}
+    expected = {}
+    for ln in plan.links:
+        for end in (ln.a, ln.b):
+            if end.netns is None:
+                expected[bridge_of[end.node], end.dev] = end.port_no
+    assert requested == expected
+    model_ports = sorted(
+        (n, p)
+        for ln in topo.links
+        for n, p in ((ln.src, ln.src_port), (ln.dst, ln.dst_port))
+        if not topo.is_host(n)
+    )
+    switch_of = {b.bridge: b.switch for b in plan.bridges}
+    assert sorted((switch_of[b], p) for (b, _), p in requested.items()) == model_ports
+
+
+def test_hosts_get_the_model_mac_and_ip():
+    topo = leaf_spine(1, 2, 2)
+    plan = make_plan(topo, "m")
+    assert [(h.name, h.mac, h.ip) for h in plan.hosts] == [
+        (h.name, h.mac, h.ip) for h in topo.hosts
+    ]
+    h1 = plan.host("h1")
+    assert h1.netns == "sdnmpi-m-h1"
+    assert h1.ifaces[0].iface == "eth0" and h1.ifaces[0].mac == topo.hosts[0].mac
+    addr_steps = [s.argv for s in plan.steps if s.argv[3:5] == ("addr", "add")]
+    assert ("ip", "-n", "sdnmpi-m-h1", "addr", "add", "10.0.0.1/8", "dev", "eth0") in addr_steps
+    tx_off = [s.argv for s in plan.steps if s.argv[-4:-2] == ("-K", "eth0")]
+    assert len(tx_off) == 4  # every host interface has tx offload off
+    hosts = next(s.text for s in plan.steps if s.path == "/etc/netns/sdnmpi-m-h1/hosts")
+    assert hosts is not None and "10.0.0.4\th4" in hosts and "10.0.0.1\th1" in hosts
+
+
+def test_hosts_without_ip_get_free_addresses():
+    milk = catalog.load_topology("milk")
+    plan = make_plan(milk, "m")
+    ips = [h.ip for h in plan.hosts]
+    assert len(set(ips)) == len(ips) == 20
+    assert all(ipaddress.ip_address(ip) in plan.network for ip in ips)
+    assert plan.network == ipaddress.ip_network("10.0.0.0/8")
+
+
+def test_network_from_meta_and_outside_addresses():
+    topo = leaf_spine(1, 2, 2)
+    meta = Topology(topo.name, topo.hosts, topo.switches, topo.links, {"network": "10.0.0.0/24"})
+    assert fabric_network(meta) == ipaddress.ip_network("10.0.0.0/24")
+    hosts = tuple(replace(h, ip=f"192.168.7.{i + 1}") for i, h in enumerate(topo.hosts))
+    other = Topology(topo.name, hosts, topo.switches, topo.links)
+    assert fabric_network(other) == ipaddress.ip_network("192.168.7.0/29")
+
+
+def test_shaping_rates_scale_capacity():
+    topo = catalog.load_topology("allreduce28")
+    plan = make_plan(topo, "s")
+    assert {ln.rate_bps for ln in plan.links} == {50e6}  # 1 Gbit/s x 0.05
+    fast = make_plan(topo, "s", link_scale=0.1)
+    assert {ln.rate_bps for ln in fast.links} == {100e6}
+    classes = [s.argv for s in plan.steps if "class" in s.argv and "htb" in s.argv]
+    # one HTB class on each end of each link
+    assert len(classes) == 2 * len(topo.links)
+    assert all(a[a.index("rate") + 1] == "50000000bit" for a in classes)
+
+
+def test_lag_members_are_separate_ports():
+    topo = catalog.load_topology("unisonflow")
+    plan = make_plan(topo, "l")
+    lags = [ln for ln in plan.links if ln.lag]
+    assert len(lags) == 32  # 4 leaves x 2 spines x 4 members, one veth each
+
+
+def test_resources_are_created_in_a_safe_order():
+    plan = make_plan(leaf_spine(1, 2, 2), "o", controller="tcp:127.0.0.1:6653")
+    created = [s.creates for s in plan.steps if s.creates]
+    kinds = [r.kind for r in created]
+    assert kinds[0] == "dir" and kinds.count("daemon") == 2
+    assert Resource("link", "ovs-netdev") in created
+    assert all("set-controller" in s.argv for s in plan.steps if "add-br" in s.argv)
+    assert all("fail-mode=secure" in s.argv for s in plan.steps if "add-br" in s.argv)
+    launcher = [s for s in plan.steps if s.path == str(plan.launcher)]
+    assert launcher and launcher[0].mode == 0o755
+
+
+def test_bad_input_is_rejected():
+    topo = leaf_spine(1, 2, 2)
+    with pytest.raises(ConfigError, match="invalid fabric name"):
+        make_plan(topo, "Bad Name")
+    with pytest.raises(ConfigError, match="link-scale"):
+        make_plan(topo, "x", link_scale=0)
+    with pytest.raises(ConfigError, match="invalid controller"):
+        make_plan(topo, "x", controller="127.0.0.1:6653")
+    with pytest.raises(ConfigError, match="loops"):
+        make_plan(catalog.load_topology("allreduce28"), "x", l2_learning=True)
+    with pytest.raises(ConfigError, match="no host 'h9'"):
+        make_plan(topo, "x").host("h9")
+
+
+def test_loop_free():
+    assert is_loop_free(leaf_spine(1, 4, 2))
+    assert not is_loop_free(leaf_spine(2, 2, 2))
+    assert not is_loop_free(leaf_spine(1, 2, 2, uplinks_per_pair=2))  # parallel links
+
+
+def test_state_round_trip(tmp_path: Path):
+    topo = catalog.load_topology("milk")
+    state = FabricState("rt", tmp_path, topo, 0.1, "tcp:127.0.0.1:6653", False)
+    state = state.with_resource(Resource("dir", str(tmp_path / "rt")))
+    state = state.with_resource(Resource("netns", "sdnmpi-rt-milk01"))
+    state = state.with_resource(Resource("netns", "sdnmpi-rt-milk01"))
+    assert len(state.resources) == 2
+    save_state(state)
+    loaded = load_state(tmp_path, "rt")
+    assert loaded == state
+    assert loaded is not None and loaded.plan() == state.plan()
+    assert load_state(tmp_path, "other") is None
+
+
+def test_state_rejects_unknown_keys(tmp_path: Path):
+    obj = FabricState("u", tmp_path, leaf_spine(1, 2, 2), 0.05, None, False).to_dict()
+    with pytest.raises(FormatError, match="unknown keys"):
+        state_from_dict({**obj, "extra": 1}, "s.json")
+    with pytest.raises(FormatError, match="bad state file"):
+        state_from_dict({**obj, "resources": [{"kind": "bomb", "name": "/"}]}, "s.json")
+
+
+def test_daemon_pid_ignores_foreign_processes(tmp_path: Path):
+    pidfile = tmp_path / "x.pid"
+    pidfile.write_text(f"{os.getpid()}\n")  # alive, but not started with this pidfile
+    assert runner.daemon_pid(pidfile) is None
+    runner.stop_daemon(pidfile)  # must not signal us
+    assert runner.daemon_pid(tmp_path / "missing.pid") is None
+
+
+def _plan() -> FabricPlan:
+    return make_plan(leaf_spine(1, 2, 2), "mpi")
+
+
+def test_mpich_launch_line():
+    launch = emu_mpi.mpi_launch(_plan(), ["./pp", "8"], nprocs=2, mpi="mpich", hosts=["h1", "h3"])
+    argv = list(launch.argv)
+    assert argv[:4] == ["ip", "netns", "exec", "sdnmpi-mpi-h1"]
+    assert launch.launcher == "mpiexec.mpich"
+    assert argv[argv.index("-hosts") + 1] == "h1:1,h3:1"
+    assert argv[argv.index("-launcher-exec") + 1] == "/run/sdnmpi/mpi/ssh-launcher"
+    assert launch.env["UCX_TLS"] == "tcp,self"
+    assert argv[-2:] == ["./pp", "8"]
+
+
+def test_openmpi_launch_line():
+    launch = emu_mpi.mpi_launch(_plan(), ["hostname"], nprocs=4, ppn=2, mpi="openmpi")
+    argv = list(launch.argv)
+    assert launch.hosts == ("h1", "h2")
+    assert argv[argv.index("--host") + 1] == "h1:2,h2:2"
+    assert "10.0.0.0/8" in argv and "--allow-run-as-root" in argv
+    assert launch.env["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
+
+
+def test_mpi_bad_requests():
+    plan = _plan()
+    with pytest.raises(ConfigError, match="no host 'h7'"):
+        emu_mpi.mpi_launch(plan, ["x"], nprocs=2, hosts=["h1", "h7"])
+    with pytest.raises(ConfigError, match="need 5 hosts"):
+        emu_mpi.mpi_launch(plan, ["x"], nprocs=5)
+    with pytest.raises(ConfigError, match="unknown MPI"):
+        emu_mpi.mpi_launch(plan, ["x"], nprocs=1, mpi="lam")
+    with pytest.raises(ConfigError, match="no MPI program"):
+        emu_mpi.mpi_launch(plan, [], nprocs=1)
+
+
+def test_launcher_script_parses_ssh_arguments(tmp_path: Path):
+    """The fake ssh drops options, maps host or IP to its namespace, passes the command."""
+    plan = _plan()
+    script = tmp_path / "ssh"
+    step = next(s for s in plan.steps if s.path == str(plan.launcher))
+    script.write_text(step.text or "")
+    script.chmod(0o755)
+    fake_ip = tmp_path / "ip"
+    fake_ip.write_text('#!/bin/sh\nprintf "%s|" "$@"\n')
+    fake_ip.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+
+    def ssh(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(script), *args], env=env, capture_output=True, text=True, check=False
+        )
+
+    out = ssh("-x", "-o", "StrictHostKeyChecking=no", "h3", "echo", "a b").stdout
+    assert out.startswith("netns|exec|sdnmpi-mpi-h3|unshare|--uts|sh|-c|")
+    assert out.endswith("|h3|echo|a b|")
+    assert ssh("10.0.0.2", "true").stdout.split("|")[2] == "sdnmpi-mpi-h2"
+    bad = ssh("h9", "true")
+    assert bad.returncode == 255 and "no host 'h9'" in bad.stderr
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        main(list(argv))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_errors_for_a_fabric_that_is_not_up(capsys, tmp_path: Path):
+    state = str(tmp_path)
+    code, _, err = _cli(capsys, "emu", "status", "--name", "nope", "--state-dir", state)
+    assert code == 2 and "fabric 'nope' is not up" in err
+    code, _, err = _cli(capsys, "emu", "exec", "h1", "--name", "nope", "--state-dir", state)
+    assert code == 2 and "not up" in err
+    code, out, _ = _cli(capsys, "emu", "down", "--name", "nope", "--state-dir", state)
+    assert code == 0 and "not up" in out
+    code, _, err = _cli(capsys, "emu", "up", "-t", "no-such-preset", "--state-dir", state)
+    assert code == 2 and "neither a topology preset" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_unknown_host_in_a_recorded_fabric(capsys, tmp_path: Path):
+    save_state(FabricState("rec", tmp_path, leaf_spine(1, 2, 2), 0.05, None, False, True))
+    code, _, err = _cli(
+        capsys, "emu", "exec", "h9", "--name", "rec", "--state-dir", str(tmp_path), "--", "true"
+    )
+    assert code == 2 and "no host 'h9'" in err
+    code, out, _ = _cli(capsys, "emu", "status", "--name", "rec", "--state-dir", str(tmp_path))
+    assert code == 0 and "h4" in out
