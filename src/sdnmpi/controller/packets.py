@@ -34,7 +34,7 @@ from sdnmpi.controller.flows import (
 
 _ETH = struct.Struct("!6s6sH")
 _ARP = struct.Struct("!HHBBH6s4s6s4s")
-_ARP_HEAD = (1, ETH_TYPE_ARP, 6, 4)  # Ethernet, IPv4, address lengths
+_ARP_HEAD = (1, ETH_TYPE_IPV4, 6, 4)  # hardware Ethernet, protocol IPv4, address lengths
 _MIN_FRAME = 60
 
 

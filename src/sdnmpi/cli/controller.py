@@ -1,0 +1,111 @@
+"""``sdnmpi controller``: run the OpenFlow controller (os-ken app around the pure planner)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import typer
+
+from sdnmpi import catalog
+from sdnmpi.errors import ConfigError
+
+app = typer.Typer(help="The OpenFlow interconnect controller (os-ken).", no_args_is_help=True)
+
+
+@app.command("run")
+def run_command(
+    port: int = typer.Option(6653, "--port", "-p", help="OpenFlow TCP port to listen on."),
+    listen_host: str = typer.Option(
+        "127.0.0.1", "--listen-host", help="Address to listen on (os-ken's default is all)."
+    ),
+    topology: str | None = typer.Option(
+        None,
+        "--topology",
+        "-t",
+        help="Model topology (preset or file): names, capacities, and hosts routed before "
+        "they are seen.",
+    ),
+    router: str = typer.Option(
+        "dmodk", "--router", help="Default-route algorithm (see `routers`)."
+    ),
+    fallback_router: str = typer.Option(
+        "ecmp", "--fallback-router", help="Used when --router cannot route the live fabric."
+    ),
+    stats_interval_s: float = typer.Option(
+        2.0, "--stats-interval", help="Seconds between port-statistics polls."
+    ),
+    stats_out: Path | None = typer.Option(
+        None,
+        "--stats-out",
+        help="Write port statistics here (.csv, else JSON) every poll and on exit.",
+    ),
+    hold_s: float = typer.Option(
+        20.0,
+        "--hold",
+        help="At start, wait at most this long for the model fabric to be discovered.",
+    ),
+    api_socket: Path | None = typer.Option(
+        None,
+        "--api-socket",
+        help="Unix socket (mode 0600) for job routes: JSON lines "
+        '{"op": "install_job", "job_id": N, "pairs": {"h1>h3": ["h1", "leaf1", ...]}} '
+        'and {"op": "remove_job", "job_id": N}; each answered after the barriers confirm.',
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
+) -> None:
+    """Run the controller until SIGTERM or Ctrl-C."""
+    from sdnmpi.controller.launcher import ListenConfig, run
+    from sdnmpi.controller.oskenapp import AppSettings
+    from sdnmpi.controller.planner import Planner, PlannerConfig
+
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"--port {port} is not a TCP port")
+    if stats_interval_s <= 0:
+        raise ConfigError(f"--stats-interval must be > 0, got {stats_interval_s}")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s: %(message)s",
+    )
+    model = catalog.load_topology(topology) if topology is not None else None
+    planner = Planner(model, PlannerConfig(router=router, fallback_router=fallback_router))
+    settings = AppSettings(
+        planner, stats_interval_s, stats_out, hold_s=hold_s, api_socket=api_socket
+    )
+    run(settings, ListenConfig(listen_host, port))
+
+
+@app.command("plot-stats")
+def plot_stats_command(
+    stats_file: Path = typer.Argument(..., help="A --stats-out file (JSON or CSV)."),
+    output: Path = typer.Option(..., "--output", "-o", help="PNG to write."),
+    top: int = typer.Option(12, "--top", help="Plot the ports with the highest peak rate."),
+) -> None:
+    """Plot per-port throughput (received bit/s) over time to a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sdnmpi.controller.portstats import PortStats
+
+    series = PortStats.read_series(stats_file)
+    if not series:
+        raise ConfigError(f"{stats_file}: no rate samples yet")
+    by_port: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for r in series:
+        by_port.setdefault((r.dpid, r.port_no), []).append((r.time_s, r.rx_bps))
+    peak = sorted(by_port, key=lambda k: -max(v for _, v in by_port[k]))[:top]
+    t0 = min(r.time_s for r in series)
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for dpid, port in sorted(peak):
+        pts = by_port[(dpid, port)]
+        ax.plot([t - t0 for t, _ in pts], [v / 1e6 for _, v in pts], label=f"{dpid:#x}:{port}")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("received (Mbit/s)")
+    ax.set_title(f"port throughput: {stats_file.name}")
+    ax.legend(fontsize="small", ncol=2)
+    fig.tight_layout()
+    fig.savefig(output, dpi=100)
+    plt.close(fig)
+    typer.echo(f"wrote {output} ({len(peak)} ports)")

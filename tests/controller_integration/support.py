@@ -1,0 +1,117 @@
+"""Helpers of the controller integration tests: run the controller as a process, read flows."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sdnmpi.emu.plan import FabricPlan
+from tests.emu.support import ofctl
+
+DEFAULT_COOKIE = "cookie=0x5d03"
+_COUNTERS = re.compile(r" (duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*,")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout_s: float) -> float:
+    """Poll ``check`` until true; seconds it took, or AssertionError after ``timeout_s``."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout_s:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+class Controller:
+    """``sdnmpi controller run`` as a child process, stopped by its PID."""
+
+    def __init__(self, port: int, topology: Path, workdir: Path) -> None:
+        self.port = port
+        self.topology = topology
+        self.workdir = workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / "controller-0.log"
+        self.stats_path = workdir / "port-stats.json"
+        self.api_path = workdir / "api.sock"
+        self.runs = 0
+
+    def start(self) -> None:
+        assert self.proc is None
+        self.log_path = self.workdir / f"controller-{self.runs}.log"
+        self.runs += 1
+        argv = [sys.executable, "-c", "from sdnmpi.cli.main import main; main()"]
+        argv += ["controller", "run", "--port", str(self.port), "--topology", str(self.topology)]
+        argv += ["--stats-interval", "1", "--stats-out", str(self.stats_path)]
+        argv += ["--api-socket", str(self.api_path)]
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        wait_for("the controller to listen", lambda: "listening on" in self.log(), 20)
+
+    def log(self) -> str:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError(f"controller exited ({self.proc.returncode}):\n{self.log_text()}")
+        return self.log_text()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> int | None:
+        """SIGTERM (then SIGKILL) to our child by PID; its exit code."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                return proc.wait(timeout=5)
+        return proc.wait(timeout=5)
+
+
+def our_flows(plan: FabricPlan, bridge: str) -> list[str]:
+    """The bridge's sdnmpi rules (cookie 0x5d...), counters stripped, sorted."""
+    lines = ofctl(plan, "dump-flows", bridge).splitlines()
+    return sorted(_COUNTERS.sub("", ln).strip() for ln in lines if "cookie=0x5d" in ln)
+
+
+def all_flows(plan: FabricPlan) -> dict[str, list[str]]:
+    return {b.switch: our_flows(plan, b.bridge) for b in plan.bridges}
+
+
+def port_packets(plan: FabricPlan, bridge: str) -> int:
+    """Total rx+tx packets of the bridge's ports (``dump-ports``)."""
+    out = ofctl(plan, "dump-ports", bridge)
+    return sum(int(n) for n in re.findall(r"[rt]x pkts=(\d+)", out))
+
+
+def api(ctl: Controller, request: dict[str, object]) -> dict[str, object]:
+    """One JSON-lines request to the controller's job-routes socket."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(20)
+        s.connect(str(ctl.api_path))
+        s.sendall(json.dumps(request).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    reply = json.loads(data)
+    assert isinstance(reply, dict)
+    return reply

@@ -1,0 +1,115 @@
+"""Fast checks of the shim's encoding and the port-statistics module (no switch needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser  # type: ignore[import-untyped]
+from os_ken.ofproto.ofproto_protocol import ProtocolDesc  # type: ignore[import-untyped]
+
+from sdnmpi.controller import oskenapp
+from sdnmpi.controller.flows import FlowRule, Match, PacketOut, SetField
+from sdnmpi.controller.packets import arp_request
+from sdnmpi.controller.planner import Planner
+from sdnmpi.controller.portstats import PortStats
+from sdnmpi.core.generators import leaf_spine
+from sdnmpi.errors import ConfigError
+
+
+def _dp() -> ProtocolDesc:
+    return ProtocolDesc(ofproto_v1_3.OFP_VERSION)
+
+
+def _stats_of(mod) -> ofproto_v1_3_parser.OFPFlowStats:
+    """The flow-stats entry a switch would report for an add flow-mod."""
+    return ofproto_v1_3_parser.OFPFlowStats(
+        mod.table_id, 1, 0, mod.priority, mod.idle_timeout, mod.hard_timeout, 0,
+        mod.cookie, 0, 0, mod.match, mod.instructions,
+    )  # fmt: skip
+
+
+def _full_planner() -> tuple[Planner, list[FlowRule]]:
+    model = leaf_spine(2, 2, 2)
+    planner = Planner(model)
+    for s in model.switches:
+        planner.switch_up(s.dpid, sync=False)
+    for ln in model.links:
+        if not (model.is_host(ln.src) or model.is_host(ln.dst)):
+            a = (model.switch(ln.src).dpid, ln.src_port)
+            b = (model.switch(ln.dst).dpid, ln.dst_port)
+            planner.link_up(a, b, sync=False)
+            planner.link_up(b, a, sync=False)
+    msgs = planner.sync()
+    return planner, [m for m in msgs if isinstance(m, FlowRule) and m.command == "add"]
+
+
+def test_every_planner_rule_round_trips_through_os_ken_messages():
+    dp = _dp()
+    _, rules = _full_planner()
+    assert len(rules) > 20
+    for rule in rules:
+        mod = oskenapp.flow_mod(dp, rule)
+        mod.serialize()
+        assert mod.command == ofproto_v1_3.OFPFC_ADD
+        assert oskenapp.rule_from_stats(rule.dpid, _stats_of(mod)) == rule
+
+
+def test_deletes_use_any_port_and_group():
+    dp = _dp()
+    rule = FlowRule(1, 255, cookie=0x5D << 56, cookie_mask=0xFF << 56, command="delete")
+    mod = oskenapp.flow_mod(dp, rule)
+    mod.serialize()
+    assert (mod.command, mod.out_port, mod.out_group) == (
+        ofproto_v1_3.OFPFC_DELETE,
+        ofproto_v1_3.OFPP_ANY,
+        ofproto_v1_3.OFPG_ANY,
+    )
+    assert (mod.cookie, mod.cookie_mask, mod.instructions) == (0x5D << 56, 0xFF << 56, [])
+    strict = FlowRule(1, 0, 100, Match(eth_dst="02:00:00:00:00:01"), command="delete_strict")
+    assert oskenapp.flow_mod(dp, strict).command == ofproto_v1_3.OFPFC_DELETE_STRICT
+
+
+def test_set_field_and_l4_match_encode():
+    dp = _dp()
+    rule = FlowRule(
+        1,
+        0,
+        300,
+        Match(eth_type=0x0800, ip_proto=17, tp_dst=5001),
+        (SetField("eth_dst", "02:00:00:00:00:09"),),
+    )
+    mod = oskenapp.flow_mod(dp, rule)
+    mod.serialize()
+    assert dict(mod.match.items())["udp_dst"] == 5001
+    assert oskenapp.rule_from_stats(1, _stats_of(mod)) == rule
+
+
+def test_packet_out_carries_an_ipv4_arp_frame():
+    po = PacketOut(1, 2, arp_request("02:00:00:00:00:01", "10.0.0.1", "10.0.0.2").encode())
+    msg = oskenapp.packet_out(_dp(), po)
+    msg.serialize()
+    assert msg.in_port == ofproto_v1_3.OFPP_CONTROLLER
+    assert msg.data[16:18] == b"\x08\x00"  # ARP protocol type IPv4 on the wire
+    assert msg.actions[0].port == 2
+
+
+def test_port_stats_rates_resets_and_files(tmp_path):
+    s = PortStats(history=2)
+    assert s.add(1, 1, rx_bytes=0, tx_bytes=0, now=0.0) is None
+    r = s.add(1, 1, rx_bytes=1250, tx_bytes=0, now=1.0)
+    assert r is not None
+    assert (r.rx_bps, r.tx_bps) == (10_000.0, 0.0)
+    assert s.add(1, 1, rx_bytes=10, tx_bytes=0, now=2.0) is None  # counter reset
+    s.add(1, 1, rx_bytes=20, tx_bytes=0, now=3.0)
+    s.add(1, 1, rx_bytes=30, tx_bytes=0, now=4.0)
+    assert [x.time_s for x in s.series()] == [3.0, 4.0]  # history 2
+    s.write(tmp_path / "p.json")
+    data = json.loads((tmp_path / "p.json").read_text())
+    assert data["counters"] == [{"dpid": 1, "port_no": 1, "rx_bytes": 30, "tx_bytes": 0}]
+    s.write(tmp_path / "p.csv")
+    lines = (tmp_path / "p.csv").read_text().splitlines()
+    assert lines[0] == "dpid,port_no,time_s,rx_bps,tx_bps"
+    assert len(lines) == 3
+    with pytest.raises(ConfigError):
+        PortStats(history=0)
