@@ -43,6 +43,13 @@ step "MPI_Allreduce (1 MiB, 28 ranks) on the seed's 28-host fat-tree, every rout
 $bin/sdnmpi evaluate --topology allreduce28 --workload allreduce:nprocs=28,bytes=1048576 \
     --routers single,ecmp,dmodk,minhop,allreduce,greedy,netsa,ours
 
+if [ "$(id -u)" -eq 0 ]; then
+    step "Real MPI on an emulated leaf-spine: D-mod-K defaults vs 'ours' job routes"
+    $bin/python scripts/demo_fabric.py --out "$out" --json "$out/demo-fabric.json"
+else
+    step "Emulated fabric demo skipped: needs root (run: sudo make demo)"
+fi
+
 step "Done"
 echo "heat map: $out/cg-c-128-hosts.png"
 ls "$out"

@@ -1,0 +1,352 @@
+"""End-to-end demo: real MPI on an emulated leaf-spine, default (D-mod-K) vs ``ours`` job routes.
+
+Run as root: ``.venv/bin/python scripts/demo_fabric.py [--quick] [--no-large] [--json FILE]``.
+
+Steps: write a leaf-spine topology (2 spines, 4 leaves, 2 hosts per leaf, 1 Gbit/s links,
+emulated at ``--link-scale`` 0.01 = 10 Mbit/s, see LINK_SCALE); start ``sdnmpi controller
+run`` (free 127.0.0.1 port, ``--router dmodk``, ``--api-socket``, ``--stats-out``);
+``sdnmpi emu up``; wait for LLDP discovery; build ``sdnmpi-bench`` (Open MPI); run
+``pairs`` with a placement and shift that the simulator says contends under D-mod-K
+and not under ``ours``; install the ``ours`` routes of that job's host pairs over the
+API socket (timed), rerun, remove the job; then (unless ``--no-large``) bring up a
+36-host leaf-spine (2x4x9) with a fresh controller and time 64-pair and 1000-pair
+job-route installs there (8 hosts have only 56 ordered pairs).  Cleanup (controller
+stopped by PID, ``emu down``) is in ``finally``, also on Ctrl-C.  The last line printed
+is a JSON summary (``--json FILE`` also writes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from sdnmpi import catalog
+from sdnmpi.core.generators import leaf_spine
+from sdnmpi.core.pattern import Pattern, Phase
+from sdnmpi.core.placement import Placement
+from sdnmpi.core.routing import route
+from sdnmpi.core.routing.model import Demands, Fabric, Routing
+from sdnmpi.core.topology import Topology
+from sdnmpi.sim import simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+GBPS = 1e9
+#: 1 Gbit/s -> 10 Mbit/s.  At 0.05 (50 Mbit/s) 8 busy Open MPI ranks plus the userspace
+#: OVS saturate the 2 cores and the links stop being the bottleneck (measured x1.1-1.2).
+LINK_SCALE = 0.01
+#: Rank r runs on PLACEMENT[r]; with shift 4, both hosts of a leaf send to hosts that
+#: D-mod-K reaches through the same spine (checked with the simulator at run time).
+PLACEMENT = ("h1", "h2", "h4", "h6", "h3", "h5", "h7", "h8")
+SHIFT = 4
+CLI = [sys.executable, "-c", "from sdnmpi.cli.main import main; main()"]
+
+
+def log(msg: str) -> None:
+    print(f"[demo {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout_s: float) -> float:
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout_s:
+            raise RuntimeError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+def sdnmpi(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if res.returncode != 0:
+        raise RuntimeError(f"sdnmpi {' '.join(args)} failed ({res.returncode}):\n{res.stderr}")
+    return res
+
+
+class Controller:
+    """``sdnmpi controller run`` as a child process, stopped by its PID."""
+
+    def __init__(self, workdir: Path, topology: Path, tag: str) -> None:
+        self.port = free_port()
+        self.api_path = workdir / f"api-{tag}.sock"
+        self.stats_path = workdir / f"port-stats-{tag}.json"
+        self.log_path = workdir / f"controller-{tag}.log"
+        argv = [*CLI, "controller", "run", "--port", str(self.port), "--router", "dmodk"]
+        argv += ["--topology", str(topology), "--stats-interval", "1"]
+        argv += ["--stats-out", str(self.stats_path), "--api-socket", str(self.api_path)]
+        with self.log_path.open("wb") as out:
+            self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT
+            )
+        wait_for("the controller to listen", lambda: "listening on" in self.log(), 30)
+
+    def log(self) -> str:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"controller exited:\n{self.log_path.read_text(errors='replace')}")
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+                return
+
+    def api(self, request: dict[str, Any], timeout_s: float = 60) -> tuple[dict[str, Any], float]:
+        """One JSON-lines request; (reply, seconds from send to confirmed reply)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout_s)
+            s.connect(str(self.api_path))
+            t0 = time.monotonic()
+            s.sendall(json.dumps(request).encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            elapsed = time.monotonic() - t0
+        reply = json.loads(data)
+        if not reply.get("ok"):
+            raise RuntimeError(f"{request['op']} {request['job_id']}: {reply}")
+        return reply, elapsed
+
+
+@contextlib.contextmanager
+def cluster(
+    workdir: Path, topo: Topology, name: str, tag: str, switches: int, link_scale: float
+) -> Iterator[Controller]:
+    """Controller + emulated fabric; both always torn down (controller by PID, emu down)."""
+    topo_file = workdir / f"{tag}.json"
+    catalog.save_topology(topo, topo_file)
+    ctl: Controller | None = None
+    upped = False
+    try:
+        ctl = Controller(workdir, topo_file, tag)
+        log(f"controller pid {ctl.proc.pid if ctl.proc else '?'} on 127.0.0.1:{ctl.port}")
+        upped = True  # emu up removes a half-built fabric itself; down is idempotent
+        sdnmpi(
+            "emu", "up", "--topology", str(topo_file), "--name", name,
+            "--link-scale", str(link_scale), "--controller", f"tcp:127.0.0.1:{ctl.port}",
+        )  # fmt: skip
+        c = ctl
+        secs = wait_for("LLDP discovery", lambda: "discovery complete" in c.log(), 60)
+        wait_for(
+            "default routes confirmed",
+            lambda: c.log().count("all flow-mods confirmed") >= switches,
+            60,
+        )
+        log(f"fabric {name} up, discovered after {secs:.1f} s, default routes confirmed")
+        yield ctl
+    finally:
+        if ctl is not None:
+            ctl.stop()
+            log("controller stopped")
+        if upped:
+            res = subprocess.run(
+                [*CLI, "emu", "down", "--name", name], capture_output=True, text=True, check=False
+            )
+            log(f"emu down {name}: rc={res.returncode}")
+
+
+def pattern(nprocs: int, shift: int, size: int) -> Pattern:
+    cells = [(r, (r + shift) % nprocs, size) for r in range(nprocs)]
+    return Pattern("pairs", nprocs, (Phase.from_cells(f"shift {shift}", cells),))
+
+
+def job_pairs(fabric: Fabric, routing: Routing, nflows: int) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for i in range(nflows):
+        path = routing.node_path(fabric, i)
+        out[f"{path[0]}>{path[-1]}"] = list(path)
+    return out
+
+
+def run_bench(name: str, bench: Path, size: int, iters: int) -> dict[str, Any]:
+    """``pairs`` over the fabric; on Ctrl-C the CLI child gets SIGINT and stops its MPI job."""
+    argv = ["emu", "mpirun", "--name", name, "-n", str(len(PLACEMENT)), "--mpi", "openmpi"]
+    argv += ["--hosts", ",".join(PLACEMENT), "--timeout", "150", "--", str(bench), "pairs"]
+    argv += ["--shift", str(SHIFT), "--size", str(size), "--iters", str(iters)]
+    argv += ["--warmup", "1", "--json"]
+    env = {**os.environ, "OMPI_MCA_mpi_yield_when_idle": "1"}
+    proc = subprocess.Popen(
+        [*CLI, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=180)
+    except BaseException:
+        for sig, wait_s in ((signal.SIGINT, 10.0), (signal.SIGKILL, 5.0)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=wait_s)
+                break
+        raise
+    if proc.returncode != 0:
+        raise RuntimeError(f"sdnmpi emu mpirun failed ({proc.returncode}):\n{stderr}")
+    line = next(ln for ln in stdout.splitlines() if ln.startswith("{"))
+    result: dict[str, Any] = json.loads(line)["results"][0]
+    return result
+
+
+def large_installs(workdir: Path, name: str, link_scale: float) -> dict[str, Any]:
+    """64- and 1000-pair job installs on a 36-host fabric (8 hosts have only 56 pairs)."""
+    out: dict[str, Any] = {"large_fabric": "leaf_spine(2, 4, 9): 36 hosts, 1260 ordered pairs"}
+    big = leaf_spine(2, 4, 9, host_bps=GBPS, uplink_bps=GBPS, name="demo-2x4x9")
+    bfab = Fabric(big)
+    routed = route("ours", bfab, Demands.all_pairs(bfab))
+    with cluster(workdir, big, f"{name}-big", "big", 6, link_scale) as bctl:
+        for n in (64, 1000):
+            p = job_pairs(bfab, routed, n)
+            rep, secs = bctl.api({"op": "install_job", "job_id": n, "pairs": p})
+            log(f"{n}-pair job: {rep['flow_mods']} flow-mods confirmed in {secs:.3f} s")
+            out[f"install_{n}_pairs_s"] = secs
+            out[f"install_{n}_flow_mods"] = rep["flow_mods"]
+            bctl.api({"op": "remove_job", "job_id": n})
+    return out
+
+
+def predict(
+    topo: Topology, size: int, link_scale: float
+) -> tuple[dict[str, list[str]], float, float]:
+    """The ``ours`` job pairs, and simulated dmodk and ours times at the emulated rate."""
+    fabric = Fabric(topo)
+    sim_topo = leaf_spine(2, 4, 2, host_bps=GBPS * link_scale, uplink_bps=GBPS * link_scale)
+    sim_fabric = Fabric(sim_topo)
+    pat = pattern(len(PLACEMENT), SHIFT, size)
+    demands = Demands.from_pattern(fabric, pat, Placement(PLACEMENT))
+    sim_demands = Demands.from_pattern(sim_fabric, pat, Placement(PLACEMENT))
+    ours = route("ours", fabric, demands)
+    t_dmodk = simulate(sim_fabric, sim_demands, route("dmodk", sim_fabric, sim_demands)).total_s
+    t_ours = simulate(sim_fabric, sim_demands, route("ours", sim_fabric, sim_demands)).total_s
+    predicted = t_dmodk / t_ours
+    log(f"simulator: dmodk {t_dmodk:.3f} s, ours {t_ours:.3f} s per exchange, x{predicted:.2f}")
+    if predicted < 1.2:
+        raise RuntimeError(f"placement does not contend under dmodk (x{predicted:.2f})")
+    return job_pairs(fabric, ours, len(demands)), t_dmodk, t_ours
+
+
+def report(summary: dict[str, Any], link_scale: float) -> None:
+    """The figures, one per line."""
+    print()
+    print(f"measured time, default routes (dmodk): {summary['default_time_s']:.3f} s/exchange")
+    print(f"measured time, job routes (ours):      {summary['job_time_s']:.3f} s/exchange")
+    print(f"measured speedup:  x{summary['measured_speedup']:.2f}")
+    mbps = link_scale * GBPS / 1e6
+    print(f"predicted speedup: x{summary['predicted_speedup']:.2f} (simulator, {mbps:.0f} Mbit/s)")
+    print(f"agreement:         {summary['agreement_pct']:.1f} %")
+    ms = summary["install_s"] * 1000
+    print(f"job install ({summary['job_pairs']} pairs): {ms:.1f} ms request-to-confirmed")
+    for n in (64, 1000):
+        if f"install_{n}_pairs_s" in summary:
+            secs = summary[f"install_{n}_pairs_s"]
+            print(f"job install ({n} pairs, 36-host fabric): {secs:.3f} s request-to-confirmed")
+    print(f"port stats: {summary['port_stats']}, plot: {summary['port_plot']}")
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="Small message and few iterations.")
+    ap.add_argument("--no-large", action="store_true", help="Skip the 36-host install timing.")
+    ap.add_argument("--json", type=Path, help="Also write the summary here.")
+    ap.add_argument("--out", type=Path, default=ROOT / "out" / "demo", help="Plots, stats.")
+    ap.add_argument("--link-scale", type=float, default=LINK_SCALE, help="Emulated rate factor.")
+    ap.add_argument("--size", type=int, help="Message bytes (default 2 MiB, quick 1 MiB).")
+    ap.add_argument("--iters", type=int, help="Timed exchanges (default 3, quick 2).")
+    return ap.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    if os.geteuid() != 0:
+        print("demo_fabric: skipped, the emulated fabric needs root", file=sys.stderr)
+        return 2
+    size, iters = (1 << 20, 2) if args.quick else (2 << 20, 3)
+    size, iters = args.size or size, args.iters or iters
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = f"demo-{os.getpid()}"
+    summary: dict[str, Any] = {"fabric": name, "placement": PLACEMENT, "shift": SHIFT}
+    summary.update(size_bytes=size, iters=iters, link_scale=args.link_scale)
+
+    topo = leaf_spine(2, 4, 2, host_bps=GBPS, uplink_bps=GBPS, name="demo-leaf-spine")
+    pairs, t_dmodk, t_ours = predict(topo, size, args.link_scale)
+    predicted = t_dmodk / t_ours
+
+    bench = ROOT / "build" / "openmpi" / "sdnmpi-bench"
+    subprocess.run(["make", "-s", "-C", str(ROOT), "mpibench"], check=True, capture_output=True)
+    if not bench.exists():
+        raise RuntimeError(f"{bench} was not built (apt-get install openmpi-bin libopenmpi-dev)")
+    stats = args.out / "demo-fabric-port-stats.json"
+    plot = args.out / "demo-fabric-port-stats.png"
+
+    with tempfile.TemporaryDirectory(prefix="sdnmpi-demo-") as tmp:
+        workdir = Path(tmp)
+        with cluster(workdir, topo, name, "small", 6, args.link_scale) as ctl:
+            default = run_bench(name, bench, size, iters)
+            log(f"default routes (dmodk): {default['time_max_s']:.3f} s per exchange")
+            reply, install_s = ctl.api({"op": "install_job", "job_id": 1, "pairs": pairs})
+            log(f"job routes ({len(pairs)} pairs, {reply['flow_mods']} flow-mods) "
+                f"confirmed in {install_s * 1000:.1f} ms")  # fmt: skip
+            job = run_bench(name, bench, size, iters)
+            log(f"job routes (ours): {job['time_max_s']:.3f} s per exchange")
+            _, remove_s = ctl.api({"op": "remove_job", "job_id": 1})
+            time.sleep(1.2)  # one more stats poll
+        if ctl.stats_path.exists():
+            stats.write_bytes(ctl.stats_path.read_bytes())
+        res = subprocess.run(
+            [*CLI, "controller", "plot-stats", str(stats), "-o", str(plot)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        measured = default["time_max_s"] / job["time_max_s"]
+        summary.update(
+            default_time_s=default["time_max_s"],
+            job_time_s=job["time_max_s"],
+            measured_speedup=measured,
+            predicted_speedup=predicted,
+            predicted_default_s=t_dmodk,
+            predicted_job_s=t_ours,
+            agreement_pct=100.0 * (1 - abs(measured - predicted) / predicted),
+            job_pairs=len(pairs),
+            install_s=install_s,
+            remove_s=remove_s,
+            port_stats=str(stats),
+            port_plot=str(plot) if res.returncode == 0 else None,
+        )
+        if not args.no_large:
+            summary.update(large_installs(workdir, name, args.link_scale))
+
+    report(summary, args.link_scale)
+    text = json.dumps(summary)
+    if args.json:
+        args.json.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("demo_fabric: interrupted (fabric and controller were cleaned up)", file=sys.stderr)
+        sys.exit(130)
