@@ -39,6 +39,7 @@ from sdnmpi.core.routing import route
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
 from sdnmpi.core.topology import Topology
 from sdnmpi.sim import simulate
+from sdnmpi.testing import waits
 
 ROOT = Path(__file__).resolve().parent.parent
 GBPS = 1e9
@@ -56,19 +57,8 @@ def log(msg: str) -> None:
     print(f"[demo {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def wait_for(what: str, check: Callable[[], bool], timeout_s: float) -> float:
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout_s:
-            raise RuntimeError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.1)
-    return time.monotonic() - start
+    return waits.wait_for(what, check, timeout_s, error=RuntimeError)
 
 
 def sdnmpi(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -84,7 +74,7 @@ class Controller:
     """``sdnmpi controller run`` as a child process, stopped by its PID."""
 
     def __init__(self, workdir: Path, topology: Path, tag: str) -> None:
-        self.port = free_port()
+        self.port = waits.free_port()
         self.api_path = workdir / f"api-{tag}.sock"
         self.stats_path = workdir / f"port-stats-{tag}.json"
         self.log_path = workdir / f"controller-{tag}.log"

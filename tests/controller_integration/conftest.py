@@ -13,7 +13,8 @@ from sdnmpi.core.generators import leaf_spine
 from sdnmpi.core.topology import Topology
 from sdnmpi.emu import runner
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT, FabricPlan, make_plan
-from tests.controller_integration.support import Controller, free_port, wait_for
+from sdnmpi.testing.waits import free_port, wait_for
+from tests.controller_integration.support import Controller
 from tests.emu.support import (
     assert_clean,
     daemon_pids,

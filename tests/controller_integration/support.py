@@ -10,32 +10,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from sdnmpi.emu.plan import FabricPlan
+from sdnmpi.testing.waits import wait_for
 from tests.emu.support import ofctl
 
 DEFAULT_COOKIE = "cookie=0x5d03"
 _COUNTERS = re.compile(r" (duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*,")
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout_s: float) -> float:
-    """Poll ``check`` until true; seconds it took, or AssertionError after ``timeout_s``."""
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout_s:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.1)
-    return time.monotonic() - start
 
 
 class Controller:

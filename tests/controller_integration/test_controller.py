@@ -19,6 +19,7 @@ import pytest
 from sdnmpi.controller import cookies
 from sdnmpi.controller.planner import Planner
 from sdnmpi.emu import runner
+from sdnmpi.testing.waits import wait_for
 from tests.controller_integration.conftest import Cluster, discovery
 from tests.controller_integration.support import (
     DEFAULT_COOKIE,
@@ -26,7 +27,6 @@ from tests.controller_integration.support import (
     api,
     our_flows,
     port_packets,
-    wait_for,
 )
 from tests.emu.support import port_rx_bytes, sdnmpi
 
