@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from sdnmpi.core.generators import fat_tree
-from sdnmpi.core.routing import Demands, Fabric, Routing, route
+from sdnmpi.core.routing import Demands, Fabric, Routing, route, subset
 
 
 def best(fn: Callable[[], object], repeat: int) -> float:
@@ -56,19 +56,9 @@ def bench_per_pair(k: int, sample: int, seed: int) -> tuple[float, int, int]:
     demands = Demands.all_pairs(fabric)
     rng = np.random.default_rng(seed)
     pick = np.sort(rng.choice(len(demands), size=sample, replace=False))
-    minus = np.full(sample, -1, dtype=np.int64)
-    subset = Demands(
-        demands.src[pick],
-        demands.dst[pick],
-        demands.size_bytes[pick],
-        demands.phase[pick],
-        minus,
-        minus,
-        demands.phase_labels,
-        demands.phase_repeat,
-    )
+    sample_demands = subset(demands, pick)
     t0 = time.perf_counter()
-    route("allreduce", fabric, subset)
+    route("allreduce", fabric, sample_demands)
     return time.perf_counter() - t0, sample, len(demands)
 
 

@@ -79,10 +79,12 @@ def route(name: str, fabric: Fabric, demands: Demands, *, seed: int = 0) -> Rout
 def phase_demands(demands: Demands, phase: int) -> Demands:
     """The flows of one phase (same phase table, so phase indices stay valid)."""
     keep = demands.phase == phase
-    return _subset(demands, keep)
+    return subset(demands, keep)
 
 
-def _subset(demands: Demands, keep: np.ndarray) -> Demands:
+def subset(demands: Demands, keep: np.ndarray) -> Demands:
+    """The flows selected by the boolean or index array ``keep`` (phase table kept)."""
+
     def pick(a: np.ndarray | None) -> np.ndarray | None:
         if a is None:
             return None
@@ -114,5 +116,6 @@ __all__ = [
     "info",
     "phase_demands",
     "route",
+    "subset",
     "validate",
 ]
