@@ -38,6 +38,7 @@ from sdnmpi.core.placement import Placement
 from sdnmpi.core.routing import route
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
 from sdnmpi.core.topology import Topology
+from sdnmpi.emu import runner
 from sdnmpi.sim import simulate
 from sdnmpi.testing import waits
 
@@ -46,9 +47,12 @@ GBPS = 1e9
 #: 1 Gbit/s -> 10 Mbit/s.  At 0.05 (50 Mbit/s) 8 busy Open MPI ranks plus the userspace
 #: OVS saturate the 2 cores and the links stop being the bottleneck (measured x1.1-1.2).
 LINK_SCALE = 0.01
-#: Rank r runs on PLACEMENT[r]; with shift 4, both hosts of a leaf send to hosts that
-#: D-mod-K reaches through the same spine (checked with the simulator at run time).
-PLACEMENT = ("h1", "h2", "h4", "h6", "h3", "h5", "h7", "h8")
+#: Rank r runs on PLACEMENT[r]; ranks 0-3 (leaves 1 and 2) send to ranks 4-7 (``pairs
+#: --oneway --shift 4``), and both hosts of a leaf send to hosts that D-mod-K reaches
+#: through the same spine (checked with the simulator at run time).  One-way, because
+#: MPI over TCP serializes the two directions of an exchange on the connection a pair
+#: shares (csrc/mpibench/README.md), which no flow-level model predicts.
+PLACEMENT = ("h1", "h2", "h3", "h4", "h6", "h8", "h7", "h5")
 SHIFT = 4
 CLI = [sys.executable, "-c", "from sdnmpi.cli.main import main; main()"]
 
@@ -161,8 +165,9 @@ def cluster(
 
 
 def pattern(nprocs: int, shift: int, size: int) -> Pattern:
-    cells = [(r, (r + shift) % nprocs, size) for r in range(nprocs)]
-    return Pattern("pairs", nprocs, (Phase.from_cells(f"shift {shift}", cells),))
+    """What ``sdnmpi-bench pairs --oneway --shift S`` sends: r -> r + S for (r / S) even."""
+    cells = [(r, r + shift, size) for r in range(nprocs) if (r // shift) % 2 == 0]
+    return Pattern("pairs-oneway", nprocs, (Phase.from_cells(f"shift {shift}", cells),))
 
 
 def job_pairs(fabric: Fabric, routing: Routing, nflows: int) -> dict[str, list[str]]:
@@ -173,11 +178,55 @@ def job_pairs(fabric: Fabric, routing: Routing, nflows: int) -> dict[str, list[s
     return out
 
 
+def spine_tx_bytes(name: str, spines: tuple[str, ...]) -> dict[str, int]:
+    """``"spine:port rx|tx"`` -> bytes through that spine port (OVS counters)."""
+    counters = runner.port_counters(name)
+    return {
+        f"{sw}:{p} {d}": c[f"{d}_bytes"]
+        for sw in spines
+        for p, c in counters[sw].items()
+        for d in ("rx", "tx")
+    }
+
+
+def spine_names(topo: Topology) -> tuple[str, ...]:
+    levels = topo.levels
+    top = max(levels[sw.name] for sw in topo.switches)
+    return tuple(sw.name for sw in topo.switches if levels[sw.name] == top)
+
+
+def expected_spine_bytes(fabric: Fabric, routing: Routing, nbytes: int) -> dict[str, int]:
+    """``"spine:port rx|tx"`` -> payload bytes the routing sends through that spine port."""
+    arcs, spines = fabric.topology.arcs, set(spine_names(fabric.topology))
+    out: dict[str, int] = {}
+    for i in range(len(routing.arcs)):
+        for a in routing.path(i):
+            arc = arcs[a]
+            for key in (f"{arc.src}:{arc.src_port} tx", f"{arc.dst}:{arc.dst_port} rx"):
+                if key.split(":")[0] in spines:
+                    out[key] = out.get(key, 0) + nbytes
+    return out
+
+
+def check_spines(
+    label: str, measured: dict[str, int], expected: dict[str, int], flow_bytes: int
+) -> bool:
+    """Every port the routing uses carried its payload; the others carried < 10 % of a flow."""
+    ok = True
+    for key in sorted(measured):
+        want, got = expected.get(key, 0), measured[key]
+        good = got >= want if want else got < flow_bytes // 10
+        ok &= good
+        if want or not good:
+            log(f"{label}: {key} {got} B, routing says {want} B {'ok' if good else 'WRONG'}")
+    return ok
+
+
 def run_bench(name: str, bench: Path, size: int, iters: int) -> dict[str, Any]:
     """``pairs`` over the fabric; on Ctrl-C the CLI child gets SIGINT and stops its MPI job."""
     argv = ["emu", "mpirun", "--name", name, "-n", str(len(PLACEMENT)), "--mpi", "openmpi"]
     argv += ["--hosts", ",".join(PLACEMENT), "--timeout", "150", "--", str(bench), "pairs"]
-    argv += ["--shift", str(SHIFT), "--size", str(size), "--iters", str(iters)]
+    argv += ["--oneway", "--shift", str(SHIFT), "--size", str(size), "--iters", str(iters)]
     argv += ["--warmup", "1", "--json"]
     env = {**os.environ, "OMPI_MCA_mpi_yield_when_idle": "1"}
     proc = subprocess.Popen(
@@ -219,8 +268,9 @@ def large_installs(workdir: Path, name: str, link_scale: float) -> dict[str, Any
 
 def predict(
     topo: Topology, size: int, link_scale: float
-) -> tuple[dict[str, list[str]], float, float]:
-    """The ``ours`` job pairs, and simulated dmodk and ours times at the emulated rate."""
+) -> tuple[dict[str, list[str]], float, float, dict[str, dict[str, int]]]:
+    """The ``ours`` job pairs, simulated dmodk and ours times at the emulated rate, and
+    the payload per spine port of one exchange under each routing."""
     fabric = Fabric(topo)
     sim_topo = leaf_spine(2, 4, 2, host_bps=GBPS * link_scale, uplink_bps=GBPS * link_scale)
     sim_fabric = Fabric(sim_topo)
@@ -234,7 +284,11 @@ def predict(
     log(f"simulator: dmodk {t_dmodk:.3f} s, ours {t_ours:.3f} s per exchange, x{predicted:.2f}")
     if predicted < 1.2:
         raise RuntimeError(f"placement does not contend under dmodk (x{predicted:.2f})")
-    return job_pairs(fabric, ours, len(demands)), t_dmodk, t_ours
+    spines = {
+        "default": expected_spine_bytes(fabric, route("dmodk", fabric, demands), size),
+        "job": expected_spine_bytes(fabric, ours, size),
+    }
+    return job_pairs(fabric, ours, len(demands)), t_dmodk, t_ours, spines
 
 
 def report(summary: dict[str, Any], link_scale: float) -> None:
@@ -246,6 +300,8 @@ def report(summary: dict[str, Any], link_scale: float) -> None:
     mbps = link_scale * GBPS / 1e6
     print(f"predicted speedup: x{summary['predicted_speedup']:.2f} (simulator, {mbps:.0f} Mbit/s)")
     print(f"agreement:         {summary['agreement_pct']:.1f} %")
+    ok = "yes" if summary["spine_bytes_as_routed"] else "NO (see the log above)"
+    print(f"MPI bytes on the spine ports each routing chose (OVS counters): {ok}")
     ms = summary["install_s"] * 1000
     print(f"job install ({summary['job_pairs']} pairs): {ms:.1f} ms request-to-confirmed")
     for n in (64, 1000):
@@ -280,7 +336,9 @@ def main() -> int:
     summary.update(size_bytes=size, iters=iters, link_scale=args.link_scale)
 
     topo = leaf_spine(2, 4, 2, host_bps=GBPS, uplink_bps=GBPS, name="demo-leaf-spine")
-    pairs, t_dmodk, t_ours = predict(topo, size, args.link_scale)
+    pairs, t_dmodk, t_ours, per_spine = predict(topo, size, args.link_scale)
+    spines = spine_names(topo)
+    exchanges = iters + 1  # one warmup
     predicted = t_dmodk / t_ours
 
     bench = ROOT / "build" / "openmpi" / "sdnmpi-bench"
@@ -293,13 +351,25 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sdnmpi-demo-") as tmp:
         workdir = Path(tmp)
         with cluster(workdir, topo, name, "small", 6, args.link_scale) as ctl:
+            before = spine_tx_bytes(name, spines)
             default = run_bench(name, bench, size, iters)
             log(f"default routes (dmodk): {default['time_max_s']:.3f} s per exchange")
+            after = spine_tx_bytes(name, spines)
+            spines_ok = check_spines(
+                "default", {k: after[k] - before[k] for k in after},
+                {k: v * exchanges for k, v in per_spine["default"].items()}, size * exchanges,
+            )  # fmt: skip
             reply, install_s = ctl.api({"op": "install_job", "job_id": 1, "pairs": pairs})
             log(f"job routes ({len(pairs)} pairs, {reply['flow_mods']} flow-mods) "
                 f"confirmed in {install_s * 1000:.1f} ms")  # fmt: skip
+            before = spine_tx_bytes(name, spines)
             job = run_bench(name, bench, size, iters)
             log(f"job routes (ours): {job['time_max_s']:.3f} s per exchange")
+            after = spine_tx_bytes(name, spines)
+            spines_ok &= check_spines(
+                "job", {k: after[k] - before[k] for k in after},
+                {k: v * exchanges for k, v in per_spine["job"].items()}, size * exchanges,
+            )  # fmt: skip
             _, remove_s = ctl.api({"op": "remove_job", "job_id": 1})
             time.sleep(1.2)  # one more stats poll
         if ctl.stats_path.exists():
@@ -318,6 +388,7 @@ def main() -> int:
             predicted_job_s=t_ours,
             agreement_pct=100.0 * (1 - abs(measured - predicted) / predicted),
             job_pairs=len(pairs),
+            spine_bytes_as_routed=spines_ok,
             install_s=install_s,
             remove_s=remove_s,
             port_stats=str(stats),

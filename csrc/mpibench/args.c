@@ -28,7 +28,7 @@
 
 enum opt_id {
 	OPT_MIN, OPT_MAX, OPT_SIZE, OPT_ITERS, OPT_WARMUP, OPT_DURATION,
-	OPT_WINDOW, OPT_OP, OPT_ROOT, OPT_SHIFT, OPT_JSON
+	OPT_WINDOW, OPT_OP, OPT_ROOT, OPT_SHIFT, OPT_ONEWAY, OPT_JSON
 };
 
 struct opt_def {
@@ -49,6 +49,7 @@ static const struct opt_def OPTIONS[] = {
 	{"--op", OPT_OP, 1, K_COLL},
 	{"--root", OPT_ROOT, 1, K_COLL},
 	{"--shift", OPT_SHIFT, 1, K_PAIRS},
+	{"--oneway", OPT_ONEWAY, 0, K_PAIRS},
 	{"--json", OPT_JSON, 0, K_ALL},
 };
 
@@ -232,6 +233,9 @@ static int apply_option(enum opt_id id, const char *value, struct bench_opts *op
 		return parse_int("--root", value, 0, INT_MAX, &opts->root, err, errlen);
 	case OPT_SHIFT:
 		return parse_int("--shift", value, 1, INT_MAX, &opts->shift, err, errlen);
+	case OPT_ONEWAY:
+		opts->oneway = true;
+		return 0;
 	case OPT_JSON:
 		opts->json = true;
 		return 0;
@@ -405,6 +409,14 @@ int args_check_nprocs(const struct bench_opts *opts, int nprocs, char *err, size
 	if (opts->kind == BENCH_PAIRS && opts->shift % nprocs == 0 && opts->shift != 0)
 		return fail(err, errlen, "--shift %d pairs every rank with itself (nprocs is %d)",
 			    opts->shift, nprocs);
+	if (opts->kind == BENCH_PAIRS && opts->oneway) {
+		int shift = opts->shift > 0 ? opts->shift : nprocs / 2;
+		if (nprocs % (2 * shift) != 0)
+			return fail(err, errlen,
+				    "--oneway needs nprocs a multiple of 2 * shift (%d ranks, "
+				    "shift %d)",
+				    nprocs, shift);
+	}
 	return 0;
 }
 
@@ -438,6 +450,8 @@ void args_print_usage(void)
 	      "                    instead of --iters\n"
 	      "pairs:\n"
 	      "  --shift S         partner offset (default nprocs / 2)\n"
+	      "  --oneway          only ranks r with (r / S) even send, to r + S; the others\n"
+	      "                    receive (no exchange over one connection, see README)\n"
 	      "\n"
 	      "exit status: 0 ok, 2 usage error, 1 runtime error\n",
 	      stdout);

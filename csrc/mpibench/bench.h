@@ -34,6 +34,7 @@ struct bench_opts {
 	enum coll_op op;
 	int root;
 	int shift;        /* pairs: partner offset; 0 means nprocs / 2 */
+	bool oneway;      /* pairs: senders r with (r / shift) even, to r + shift only */
 	bool json;
 	bool help;
 };

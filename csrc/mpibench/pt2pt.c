@@ -193,11 +193,13 @@ void pt2pt_bw(const struct bench_opts *opts, MPI_Comm comm, struct report *rep)
 static void pairs_step(void *arg)
 {
 	struct pairs_ctx *c = arg;
-	MPI_Request reqs[2];
+	MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
 	MPI_Status stats[2];
 
-	MPI_Irecv(c->rbuf, c->count, MPI_BYTE, c->src, TAG_DATA, c->comm, &reqs[0]);
-	MPI_Isend(c->sbuf, c->count, MPI_BYTE, c->dst, TAG_DATA, c->comm, &reqs[1]);
+	if (c->src != MPI_PROC_NULL)
+		MPI_Irecv(c->rbuf, c->count, MPI_BYTE, c->src, TAG_DATA, c->comm, &reqs[0]);
+	if (c->dst != MPI_PROC_NULL)
+		MPI_Isend(c->sbuf, c->count, MPI_BYTE, c->dst, TAG_DATA, c->comm, &reqs[1]);
 	MPI_Waitall(2, reqs, stats);
 }
 
@@ -227,6 +229,13 @@ void pt2pt_pairs(const struct bench_opts *opts, MPI_Comm comm, struct report *re
 	ctx.rbuf = buffer_alloc(max_size(opts), comm);
 	ctx.dst = (rep->rank + shift) % n;
 	ctx.src = (rep->rank - shift + n) % n;
+	if (opts->oneway) {
+		/* Blocks of shift ranks alternate sender, receiver: one direction per pair. */
+		if ((rep->rank / shift) % 2 == 0)
+			ctx.src = MPI_PROC_NULL;
+		else
+			ctx.dst = MPI_PROC_NULL;
+	}
 	ctx.comm = comm;
 	for (int i = 0; i < opts->nsizes; i++)
 		pairs_size(opts, opts->sizes[i], &ctx, rep);

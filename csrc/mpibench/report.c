@@ -83,7 +83,7 @@ static void print_header(const struct report *rep)
 	if (o->kind == BENCH_BW)
 		printf(" --window %d", o->window);
 	if (o->kind == BENCH_PAIRS)
-		printf(" --shift %d", rep->shift);
+		printf(" --shift %d%s", rep->shift, o->oneway ? " --oneway" : "");
 	printf("\n# %s\n# nprocs %d\n", rep->library, rep->nprocs);
 	if (o->kind == BENCH_LATENCY)
 		printf("%12s %10s %14s %14s %14s\n", "size_bytes", "iterations", "latency_us",
@@ -127,7 +127,7 @@ static void json_parameters(const struct report *rep)
 	if (o->kind == BENCH_COLL)
 		printf(",\"op\":\"%s\",\"root\":%d", args_op_name(o->op), o->root);
 	if (o->kind == BENCH_PAIRS)
-		printf(",\"shift\":%d", rep->shift);
+		printf(",\"shift\":%d,\"oneway\":%s", rep->shift, o->oneway ? "true" : "false");
 	putchar('}');
 }
 

@@ -297,3 +297,20 @@ def test_cli_unknown_host_in_a_recorded_fabric(capsys, tmp_path: Path):
     assert code == 2 and "no host 'h9'" in err
     code, out, _ = _cli(capsys, "emu", "status", "--name", "rec", "--state-dir", str(tmp_path))
     assert code == 0 and "h4" in out
+
+
+def test_parse_dump_ports_reads_numbered_ports_only():
+    reply = (
+        "OFPST_PORT reply (OF1.3) (xid=0x2): 3 ports\n"
+        "  port LOCAL: rx pkts=0, bytes=0, drop=0, errs=0, frame=0, over=0, crc=0\n"
+        "           tx pkts=0, bytes=0, drop=0, errs=0, coll=0\n"
+        "           duration=3.1s\n"
+        "  port  1: rx pkts=12, bytes=1500, drop=0, errs=0, frame=0, over=0, crc=0\n"
+        "           tx pkts=3, bytes=180, drop=0, errs=0, coll=0\n"
+        "           duration=3.1s\n"
+        "  port 10: rx pkts=?, bytes=?, drop=?, errs=?, frame=?, over=?, crc=?\n"
+        "           tx pkts=?, bytes=?, drop=?, errs=?, coll=?\n"
+    )
+    assert runner.parse_dump_ports(reply) == {
+        1: {"rx_packets": 12, "rx_bytes": 1500, "tx_packets": 3, "tx_bytes": 180}
+    }

@@ -239,7 +239,21 @@ def test_pairs(bench_bins, flavour, shift, expected_shift):
     )
     results = check_document(doc, "pairs", 4, flavour, [64 * KIB], "bandwidth_MBps")
     assert doc["parameters"]["shift"] == expected_shift
+    assert doc["parameters"]["oneway"] is False
     assert results[0]["bandwidth_MBps"] > 0
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize(("shift", "expected_shift"), [(None, 2), ("1", 1)])
+def test_pairs_oneway(bench_bins, flavour, shift, expected_shift):
+    extra = [] if shift is None else ["--shift", shift]
+    doc = run_json(
+        bench_bins, flavour, 4, "pairs", "--oneway", "--size", "64K", "--iters", "5", *extra
+    )
+    results = check_document(doc, "pairs", 4, flavour, [64 * KIB], "bandwidth_MBps")
+    assert doc["parameters"]["shift"] == expected_shift
+    assert doc["parameters"]["oneway"] is True
+    assert results[0]["iterations"] == 5
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
@@ -287,6 +301,7 @@ BAD_ARGS = [
     (2, ["coll", "--iters", "3", "--duration", "1"], "not both"),
     (2, ["pairs", "--shift", "2"], "--shift 2 pairs every rank with itself"),
     (1, ["pairs"], "'pairs' needs at least 2 ranks"),
+    (4, ["pairs", "--oneway", "--shift", "3"], "--oneway needs nprocs a multiple of 2 * shift"),
     (2, ["bw", "--window"], "--window needs a value"),
 ]
 

@@ -105,6 +105,27 @@ def status_command(
     _render(s)
 
 
+@app.command("ports")
+def ports_command(
+    name: str = NAME,
+    state_root: Path = STATE_ROOT,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Port counters of every switch (rx/tx packets and bytes, from OVS)."""
+    counters = runner.port_counters(name, state_root=state_root)
+    if as_json:
+        switches = {sw: {str(p): c for p, c in ports.items()} for sw, ports in counters.items()}
+        doc = {"schema": "sdnmpi.emu-ports/1", "name": name, "switches": switches}
+        typer.echo(json.dumps(doc, indent=1))
+        return
+    table = Table("switch", "port", "rx pkts", "rx bytes", "tx pkts", "tx bytes")
+    for sw, ports in counters.items():
+        for port, c in sorted(ports.items()):
+            cells = (c["rx_packets"], c["rx_bytes"], c["tx_packets"], c["tx_bytes"])
+            table.add_row(sw, str(port), *(str(v) for v in cells))
+    console.print(table)
+
+
 @app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def exec_command(
     ctx: typer.Context,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -331,6 +332,46 @@ def status(name: str = "default", *, state_root: Path = DEFAULT_STATE_ROOT) -> d
             }
             for ln in plan.links
         ],
+    }
+
+
+_PORT_RE = re.compile(r"port\s+(\d+): rx pkts=(\d+), bytes=(\d+).*?\n\s*tx pkts=(\d+), bytes=(\d+)")
+
+
+def parse_dump_ports(text: str) -> dict[int, dict[str, int]]:
+    r"""Numbered ports of an ``ovs-ofctl dump-ports`` reply: rx/tx packets and bytes.
+
+    ``LOCAL`` and ports whose counters OVS prints as ``?`` are left out.
+
+    >>> reply = (
+    ...     "OFPST_PORT reply (OF1.3) (xid=0x2): 1 ports\n"
+    ...     "  port  2: rx pkts=5, bytes=300, drop=0, errs=0, frame=0, over=0, crc=0\n"
+    ...     "           tx pkts=7, bytes=420, drop=0, errs=0, coll=0\n"
+    ... )
+    >>> parse_dump_ports(reply)
+    {2: {'rx_packets': 5, 'rx_bytes': 300, 'tx_packets': 7, 'tx_bytes': 420}}
+    """
+    return {
+        int(port): {
+            "rx_packets": int(rxp),
+            "rx_bytes": int(rxb),
+            "tx_packets": int(txp),
+            "tx_bytes": int(txb),
+        }
+        for port, rxp, rxb, txp, txb in _PORT_RE.findall(text)
+    }
+
+
+def port_counters(
+    name: str = "default", *, state_root: Path = DEFAULT_STATE_ROOT
+) -> dict[str, dict[int, dict[str, int]]]:
+    """Switch name -> port number -> counters, read from the fabric's bridges."""
+    plan = require_state(name, state_root).plan()
+    return {
+        b.switch: parse_dump_ports(
+            run_cmd(("ovs-ofctl", "-O", "OpenFlow13", "dump-ports", b.bridge), plan.ovs_env())
+        )
+        for b in plan.bridges
     }
 
 
