@@ -31,6 +31,7 @@ class Controller:
         self.log_path = workdir / "controller-0.log"
         self.stats_path = workdir / "port-stats.json"
         self.api_path = workdir / "api.sock"
+        self.state_path = workdir / "jobs.json"
         self.runs = 0
 
     def start(self) -> None:
@@ -40,7 +41,7 @@ class Controller:
         argv = [sys.executable, "-c", "from sdnmpi.cli.main import main; main()"]
         argv += ["controller", "run", "--port", str(self.port), "--topology", str(self.topology)]
         argv += ["--stats-interval", "1", "--stats-out", str(self.stats_path)]
-        argv += ["--api-socket", str(self.api_path)]
+        argv += ["--api-socket", str(self.api_path), "--state-file", str(self.state_path)]
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         wait_for("the controller to listen", lambda: "listening on" in self.log(), 20)

@@ -52,9 +52,16 @@ def run_command(
         '{"op": "install_job", "job_id": N, "pairs": {"h1>h3": ["h1", "leaf1", ...]}} '
         'and {"op": "remove_job", "job_id": N}; each answered after the barriers confirm.',
     ),
+    state_file: Path | None = typer.Option(
+        None,
+        "--state-file",
+        help="Keep job routes here (JSON, rewritten on every install/remove) and restore "
+        "them at start, so a restart leaves the jobs' rules in place.",
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
 ) -> None:
     """Run the controller until SIGTERM or Ctrl-C."""
+    from sdnmpi.controller.jobstore import JobStore
     from sdnmpi.controller.launcher import ListenConfig, run
     from sdnmpi.controller.oskenapp import AppSettings
     from sdnmpi.controller.planner import Planner, PlannerConfig
@@ -69,8 +76,17 @@ def run_command(
     )
     model = catalog.load_topology(topology) if topology is not None else None
     planner = Planner(model, PlannerConfig(router=router, fallback_router=fallback_router))
+    store = JobStore(state_file) if state_file is not None else None
+    if store is not None:
+        store.check_writable()
     settings = AppSettings(
-        planner, stats_interval_s, stats_out, hold_s=hold_s, api_socket=api_socket
+        planner,
+        stats_interval_s,
+        stats_out,
+        hold_s=hold_s,
+        api_socket=api_socket,
+        job_store=store,
+        restore_jobs=store.load() if store is not None else {},
     )
     run(settings, ListenConfig(listen_host, port))
 

@@ -14,7 +14,9 @@ start-up waits until the model's switches and switch links have all been
 discovered (or ``hold_s`` passed), so a restarted controller does not route a
 half-discovered fabric and tear down default routes still carrying traffic.
 Each switch reports the sdnmpi rules it holds (flow-stats) when it connects,
-so a resync sends only the difference (nothing, after a plain restart).
+so a resync sends only the difference (nothing, after a plain restart).  With
+a job store (``--state-file``, :mod:`~sdnmpi.controller.jobstore`) the jobs'
+routes are restored before that first sync, so their rules stay too.
 Packet-ins are ignored until that first sync.
 
 Started by :mod:`~sdnmpi.controller.launcher`, which sets :attr:`SdnMpiApp.settings`.
@@ -29,8 +31,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
 
@@ -61,6 +63,7 @@ from sdnmpi.controller.flows import (
     SetField,
     ToController,
 )
+from sdnmpi.controller.jobstore import JobPairs, JobStore
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.portstats import PortStats
 from sdnmpi.core.topology import Topology
@@ -96,6 +99,10 @@ class AppSettings:
     hold_s: float = 20.0
     api_socket: Path | None = None
     api_timeout_s: float = 10.0
+    #: Where accepted jobs are written (``--state-file``), and the jobs read from it
+    #: at start-up, restored before the first sync.
+    job_store: JobStore | None = None
+    restore_jobs: Mapping[int, JobPairs] = field(default_factory=dict)
 
 
 _OFPFC = {"add": "OFPFC_ADD", "delete": "OFPFC_DELETE", "delete_strict": "OFPFC_DELETE_STRICT"}
@@ -126,6 +133,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._last_event = time.monotonic()
         self._started = time.monotonic()
         self._synced_once = False
+        #: The jobs' routes by node names, as accepted (what the job store holds).
+        self.job_pairs: dict[int, JobPairs] = {}
         self.threads.append(hub.spawn(self._sync_loop))
         self.threads.append(hub.spawn(self._stats_loop))
         if self.cfg.api_socket is not None:
@@ -273,8 +282,32 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 now - self._started,
             )
         self._dirty = False
+        restored = [] if self._synced_once else self._restore_jobs()
         self._synced_once = True
-        self.send(self.planner.sync())
+        self.send(restored + self.planner.sync())
+
+    def _restore_jobs(self) -> list[Message]:
+        """Hand the stored jobs to the planner before its first sync (see jobstore)."""
+        out: list[Message] = []
+        for job_id, pairs in sorted(self.cfg.restore_jobs.items()):
+            try:
+                out += self.planner.install_job(job_id, pairs)
+            except SdnMpiError as exc:
+                log.warning("stored job %d not restored: %s", job_id, exc)
+                continue
+            self.job_pairs[job_id] = dict(pairs)
+            log.info("job %d restored: %d pairs", job_id, len(pairs))
+        if self.job_pairs.keys() != self.cfg.restore_jobs.keys():
+            self._save_jobs()
+        return out
+
+    def _save_jobs(self) -> None:
+        if self.cfg.job_store is None:
+            return
+        try:
+            self.cfg.job_store.save(self.job_pairs)
+        except OSError as exc:
+            log.error("cannot write the job store %s: %s", self.cfg.job_store.path, exc)
 
     def send(self, messages: list[Message]) -> list[tuple[int, int]]:
         """Send the planner's messages in order; the (dpid, xid) of the barriers sent."""
@@ -338,8 +371,11 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                     raise ConfigError("the fabric is not discovered yet")
                 if op == "install_job":
                     msgs = self.planner.install_job(job_id, pairs)
+                    self.job_pairs[job_id] = pairs
                 else:
                     msgs = self.planner.remove_job(job_id)
+                    self.job_pairs.pop(job_id, None)
+                self._save_jobs()
                 confirmed = self._send_confirmed(msgs)
         except SdnMpiError as exc:
             return {"ok": False, "error": str(exc)}
