@@ -11,7 +11,7 @@ import sys
 import typer
 
 from sdnmpi import __version__
-from sdnmpi.cli import controller, emu, evaluate, pattern, topology
+from sdnmpi.cli import agent, controller, emu, evaluate, pattern, topology
 from sdnmpi.errors import (
     ConfigError,
     FormatError,
@@ -34,6 +34,7 @@ app.add_typer(topology.app, name="topology")
 app.add_typer(pattern.app, name="pattern")
 app.add_typer(emu.app, name="emu")
 app.add_typer(controller.app, name="controller")
+app.add_typer(agent.app, name="agent")
 app.command("evaluate")(evaluate.evaluate)
 app.command("routers")(evaluate.routers_command)
 

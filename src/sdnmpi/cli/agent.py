@@ -1,0 +1,58 @@
+"""``sdnmpi agent``: the per-host node agent (eBPF tagger + the ranks' socket)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+import typer
+
+from sdnmpi.errors import ConfigError
+
+app = typer.Typer(help="The node agent: tags MPI packets with their MPI context.")
+
+DEFAULT_SOCKET = Path("/run/sdnmpi/agent.sock")
+
+
+@app.command("run")
+def run_command(
+    iface: str = typer.Option(..., "--iface", "-i", help="Fabric interface to tag on."),
+    socket_path: Path = typer.Option(
+        DEFAULT_SOCKET, "--socket", help="Unix socket the ranks register on (mode 0666)."
+    ),
+    bpf_object: Path | None = typer.Option(
+        None, "--bpf-object", help="Compiled tagger (default build/bpf/tagger.bpf.o)."
+    ),
+    scan_interval_s: float = typer.Option(
+        0.1, "--scan-interval", help="Seconds between scans of the ranks' TCP sockets."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
+) -> None:
+    """Attach the tagger to IFACE (in this network namespace) and serve ranks until SIGTERM."""
+    from sdnmpi.node.agent import Agent, AgentConfig, LocalHub
+
+    if scan_interval_s <= 0:
+        raise ConfigError(f"--scan-interval must be > 0, got {scan_interval_s}")
+    if not socket_path.parent.is_dir():
+        raise ConfigError(f"--socket {socket_path}: {socket_path.parent} is not a directory")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s: %(message)s",
+    )
+    agent = Agent(AgentConfig(iface, socket_path, bpf_object, scan_interval_s), LocalHub())
+    stop = threading.Event()
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    agent.start()
+    try:
+        stop.wait()
+    finally:
+        agent.stop()
+        logging.getLogger(__name__).info("agent stopped")

@@ -1,0 +1,359 @@
+"""``sdnmpi agent``: the privileged per-host process between MPI ranks and the tagger.
+
+It loads the eBPF tagger (:class:`~sdnmpi.node.bpf.Tagger`) on the host's fabric
+interface and owns its maps; it serves the ranks of this host over a Unix socket
+(JSON lines, see ``docs/agent-protocol.md``); it scans each registered rank's TCP
+sockets every ``scan_interval_s`` and lets :class:`~sdnmpi.node.agentcore.AgentCore`
+decide which connections to tag.  A rank is identified by the socket's peer
+credentials (``SO_PEERCRED``), so it can only register its own process; its
+connections are accepted only if ``/proc`` shows they are its own.  When a rank's
+socket closes (``MPI_Finalize`` or death) the rank is unregistered and its
+connections untagged.  ``stop()`` removes everything the agent installed.
+
+The job slot and the peers of ambiguous accepted connections come from a
+:class:`Hub`: :class:`LocalHub` (the slot the job asked for, mirror reports inside
+this process) or, later, the controller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import socket
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sdnmpi.errors import ConfigError, SdnMpiError
+from sdnmpi.node import procnet
+from sdnmpi.node.agentcore import AddConn, AgentCore, AgentError, MapOp, Registration
+from sdnmpi.node.bpf import MAX_CTX_SLOTS, ConnContext, FourTuple, Tagger
+from sdnmpi.node.peers import Conn, MirrorResolver, RankEndpoints
+from sdnmpi.node.procnet import Endpoint
+
+log = logging.getLogger(__name__)
+
+MAX_LINE_BYTES = 1 << 20
+#: A reply to a rank, and the file descriptors passed with it (SCM_RIGHTS).
+Reply = tuple[dict[str, Any], list[int]]
+_SIOCGIFADDR = 0x8915
+
+
+class Hub(Protocol):
+    """Fabric-wide knowledge the agent asks for."""
+
+    def job_slot(self, job: str, requested: int | None) -> int | None: ...
+
+    def resolve(self, job: str, rank: int, conn: Conn) -> int | None: ...
+
+    def left(self, job: str, rank: int) -> None: ...
+
+
+@dataclass
+class LocalHub:
+    """The job slot the job asked for (``SDNMPI_JOB_SLOT``); mirror reports in-process.
+
+    Agents of several emulated hosts may share one LocalHub (tests); across real
+    hosts the controller is the hub.
+    """
+
+    mirrors: MirrorResolver = field(default_factory=MirrorResolver)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def job_slot(self, job: str, requested: int | None) -> int | None:
+        return requested
+
+    def resolve(self, job: str, rank: int, conn: Conn) -> int | None:
+        with self.lock:
+            return self.mirrors.report(job, rank, conn)
+
+    def left(self, job: str, rank: int) -> None:
+        with self.lock:
+            self.mirrors.forget(job, rank)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Where the agent attaches and listens."""
+
+    iface: str
+    socket_path: Path
+    bpf_object: Path | None = None
+    scan_interval_s: float = 0.1
+    ctx_slots: int = MAX_CTX_SLOTS
+
+
+def iface_ipv4(iface: str) -> str:
+    """The IPv4 address of ``iface`` in this network namespace (:class:`ConfigError` if none)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            raw = fcntl.ioctl(s.fileno(), _SIOCGIFADDR, struct.pack("256s", iface[:15].encode()))
+        except OSError as exc:
+            raise ConfigError(f"interface {iface!r}: no IPv4 address ({exc})") from None
+    return socket.inet_ntoa(raw[20:24])
+
+
+class Agent:
+    """One host's agent: tagger, rank socket, scanner (see module docstring)."""
+
+    def __init__(self, cfg: AgentConfig, hub: Hub, tagger: Tagger | None = None) -> None:
+        self.cfg = cfg
+        self.hub = hub
+        self.ip = iface_ipv4(cfg.iface)
+        self.core = AgentCore(cfg.ctx_slots)
+        self.lock = threading.RLock()
+        self._tagger = tagger
+        self._owns_tagger = tagger is None
+        self._server: socket.socket | None = None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._clients: dict[int, socket.socket] = {}
+
+    @property
+    def tagger(self) -> Tagger:
+        if self._tagger is None:
+            raise SdnMpiError("agent not started")
+        return self._tagger
+
+    # -- life cycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        """Load and attach the tagger, listen on the socket, start the scanner."""
+        path = self.cfg.socket_path
+        if path.exists() or path.is_symlink():
+            raise ConfigError(f"{path} exists: another agent runs here (or remove it)")
+        if self._tagger is None:
+            self._tagger = Tagger(self.cfg.bpf_object)
+        try:
+            if self.tagger.attached_to is None:
+                self.tagger.attach(self.cfg.iface)
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            server.bind(str(path))
+            os.chmod(path, 0o666)  # any user's ranks; SO_PEERCRED says who they are
+            server.listen(64)
+        except BaseException:
+            self._close_tagger()
+            raise
+        self._server = server
+        self._spawn(self._accept_loop)
+        self._spawn(self._scan_loop)
+        log.info("agent on %s (%s), socket %s", self.cfg.iface, self.ip, path)
+
+    def stop(self) -> None:
+        """Unregister every rank, stop serving, remove the socket and the tagger."""
+        self._stop.set()
+        server, self._server = self._server, None
+        if server is not None:
+            with contextlib.suppress(OSError):
+                server.shutdown(socket.SHUT_RDWR)
+            server.close()
+            with contextlib.suppress(FileNotFoundError):
+                self.cfg.socket_path.unlink()
+        with self.lock:
+            for client in list(self._clients.values()):
+                with contextlib.suppress(OSError):
+                    client.shutdown(socket.SHUT_RDWR)
+            for reg in self.core.registrations():
+                self._unregister(reg.pid)
+        for t in self._threads:
+            t.join(timeout=5)
+        self._close_tagger()
+
+    def _close_tagger(self) -> None:
+        if self._owns_tagger and self._tagger is not None:
+            self._tagger.close()
+            self._tagger = None
+
+    def _spawn(self, target: Callable[..., None], *args: Any) -> None:
+        t = threading.Thread(target=target, args=args, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    # -- serving ranks -------------------------------------------------------------------
+    def _accept_loop(self) -> None:
+        while not self._stop.is_set() and self._server is not None:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            self._spawn(self._serve, conn)
+
+    def _serve(self, conn: socket.socket) -> None:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid, uid, _ = struct.unpack("3i", creds)
+        with self.lock:
+            self._clients[pid] = conn
+        try:
+            with conn, conn.makefile("rb") as lines:
+                for line in lines:
+                    reply, fds = self.request(pid, uid, line)
+                    data = json.dumps(reply).encode() + b"\n"
+                    if fds:
+                        socket.send_fds(conn, [data], fds)
+                    else:
+                        conn.sendall(data)
+        except OSError as exc:
+            log.debug("client %d: %s", pid, exc)
+        finally:
+            with self.lock:
+                self._clients.pop(pid, None)
+                if self.core.registration(pid) is not None:
+                    self._unregister(pid)
+
+    def request(self, pid: int, uid: int, line: bytes) -> Reply:
+        """Answer one request of process ``pid`` (``uid``): (reply, fds to pass)."""
+        try:
+            if len(line) > MAX_LINE_BYTES:
+                raise AgentError(f"request longer than {MAX_LINE_BYTES} bytes")
+            req = json.loads(line)
+            if not isinstance(req, dict) or not isinstance(req.get("op"), str):
+                raise AgentError("want a JSON object with an 'op'")
+            with self.lock:
+                return self._dispatch(pid, uid, req)
+        except (ValueError, SdnMpiError) as exc:
+            log.info("process %d: refused: %s", pid, exc)
+            return {"ok": False, "error": str(exc)}, []
+
+    def _dispatch(
+        self, pid: int, uid: int, req: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[int]]:
+        op = req["op"]
+        if op == "register":
+            return self._register(pid, uid, req)
+        if op == "ranks":
+            _keys(req, {"op", "table"})
+            self.core.set_ranks(pid, _rank_table(req["table"]))
+            return {"ok": True}, []
+        if op == "unregister":
+            _keys(req, {"op"})
+            return {"ok": self._unregister(pid) is not None}, []
+        if op == "status":
+            return self.status(), []
+        raise AgentError(f"unknown op {op!r}")
+
+    def _register(
+        self, pid: int, uid: int, req: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[int]]:
+        _keys(req, {"op", "job", "rank", "nprocs"}, optional={"job_slot"})
+        job, rank, nprocs = req["job"], req["rank"], req["nprocs"]
+        if not isinstance(job, str) or not _ints(rank, nprocs):
+            raise AgentError("job must be a string, rank and nprocs integers")
+        requested = req.get("job_slot")
+        if requested is not None and not _ints(requested):
+            raise AgentError("job_slot must be an integer")
+        reg = self.core.register(pid, uid, job, rank, nprocs)
+        try:
+            self.core.set_job_slot(job, self.hub.job_slot(job, requested))
+            fd = self.tagger.create_context(reg.ctx_slot)
+            listen = _listen_ports(pid)
+        except BaseException:
+            self.core.unregister(pid)
+            raise
+        log.info("job %s rank %d registered: pid %d, ctx slot %d", job, rank, pid, reg.ctx_slot)
+        reply = {"ok": True, "ctx_slot": reg.ctx_slot, "ip": self.ip, "listen_ports": listen}
+        return reply, [fd]
+
+    def _unregister(self, pid: int) -> Registration | None:
+        reg, ops = self.core.unregister(pid)
+        if reg is None:
+            return None
+        self._apply(ops)
+        with contextlib.suppress(SdnMpiError):
+            self.tagger.remove_context(reg.ctx_slot)
+        self.hub.left(reg.job, reg.rank)
+        log.info("job %s rank %d unregistered (pid %d)", reg.job, reg.rank, pid)
+        return reg
+
+    # -- scanning ------------------------------------------------------------------------
+    def _scan_loop(self) -> None:
+        while not self._stop.wait(self.cfg.scan_interval_s):
+            self.scan_once()
+
+    def scan_once(self) -> None:
+        """One pass over the registered ranks' sockets."""
+        with self.lock:
+            for reg in self.core.registrations():
+                try:
+                    sockets = procnet.process_sockets(reg.pid)
+                except (FileNotFoundError, ProcessLookupError):
+                    self._unregister(reg.pid)
+                    continue
+                except (OSError, SdnMpiError) as exc:
+                    log.warning("cannot read the sockets of %d: %s", reg.pid, exc)
+                    continue
+                self._apply(self.core.scan(reg.pid, sockets, self.hub.resolve))
+
+    def _apply(self, ops: list[MapOp]) -> None:
+        for op in ops:
+            local, remote = op.conn
+            tup = FourTuple(local.ip, remote.ip, local.port, remote.port)
+            if isinstance(op, AddConn):
+                ctx = ConnContext(op.job_slot, op.src_rank, op.dst_rank, op.ctx_slot)
+                self.tagger.add_connection(tup, ctx)
+                log.debug("tag %s as %s", tup, ctx)
+            else:
+                self.tagger.remove_connection(tup)
+
+    def status(self) -> dict[str, Any]:
+        """Registrations, tagged connections and the tagger's counters."""
+        return {
+            "ok": True,
+            "iface": self.cfg.iface,
+            "ip": self.ip,
+            "ranks": [
+                {
+                    "job": r.job,
+                    "rank": r.rank,
+                    "pid": r.pid,
+                    "uid": r.uid,
+                    "ctx_slot": r.ctx_slot,
+                    "tagged": [
+                        {"local": f"{c[0].ip}:{c[0].port}", "remote": f"{c[1].ip}:{c[1].port}",
+                         "dst_rank": a.dst_rank}
+                        for c, a in sorted(self.core.tagged(r.pid).items())
+                    ],
+                }
+                for r in self.core.registrations()
+            ],
+            "counters": vars(self.tagger.counters()) if self._tagger is not None else {},
+        }  # fmt: skip
+
+
+def _keys(req: dict[str, Any], required: set[str], optional: set[str] | None = None) -> None:
+    missing, unknown = required - set(req), set(req) - required - (optional or set())
+    if missing or unknown:
+        raise AgentError(f"{req.get('op')}: missing {sorted(missing)}, unknown {sorted(unknown)}")
+
+
+def _ints(*values: Any) -> bool:
+    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+
+
+def _rank_table(rows: Any) -> RankEndpoints:
+    """``[[rank, ip, pid, [ports...]], ...]`` -> :class:`RankEndpoints` (checked)."""
+    if not isinstance(rows, list) or not rows:
+        raise AgentError("table must be a non-empty list")
+    out = []
+    for row in rows:
+        ok = isinstance(row, list) and len(row) == 4
+        ok = ok and _ints(row[0], row[2]) and isinstance(row[1], str)
+        ok = ok and isinstance(row[3], list) and _ints(*row[3])
+        if not ok:
+            raise AgentError(f"bad rank table row {row!r}: want [rank, ip, pid, [ports]]")
+        try:
+            Endpoint(row[1], 0)
+            socket.inet_aton(row[1])
+        except OSError:
+            raise AgentError(f"bad address {row[1]!r} in the rank table") from None
+        out.append((row[0], row[1], row[2], row[3]))
+    return RankEndpoints.build(out)
+
+
+def _listen_ports(pid: int) -> list[int]:
+    """The TCP ports process ``pid`` listens on (what it tells the other ranks)."""
+    return sorted({s.local.port for s in procnet.process_sockets(pid) if s.state == "LISTEN"})

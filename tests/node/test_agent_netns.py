@@ -1,0 +1,174 @@
+"""The agent for real: eBPF tagger on a veth in a namespace, fake ranks as processes.
+
+Checks registration with SO_PEERCRED and fd passing, a rank that claims another's
+rank, rank-table validation, connections attributed from /proc and tagged (map and
+counters), another connection of the same process left alone, death of a rank
+(untagged, slot freed) and a clean stop.  Root only; namespaces of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sdnmpi.node.agent import Agent, AgentConfig, LocalHub
+from sdnmpi.node.bpf import ConnContext, FourTuple
+from sdnmpi.testing.waits import wait_for
+from tests.bpf.netns import inside, sh
+
+pytestmark = pytest.mark.integration
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+IP_A, IP_B = "10.77.1.1", "10.77.1.2"
+SERVER = """
+import socket, threading, sys
+socks = [socket.create_server((sys.argv[1], p)) for p in (5001, 5002)]
+held = []
+def serve(s):
+    while True:
+        c, _ = s.accept(); held.append(c)
+for s in socks:
+    threading.Thread(target=serve, args=(s,), daemon=True).start()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@dataclass
+class Hosts:
+    a: str
+    b: str
+    veth_a: str
+    workdir: Path
+
+
+@pytest.fixture
+def hosts(tmp_path: Path) -> Iterator[Hosts]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (namespaces, BPF)")
+    tag = f"sda{os.getpid()}"
+    h = Hosts(f"{tag}a", f"{tag}b", f"{tag}va", tmp_path)
+    created: list[str] = []
+    try:
+        for ns in (h.a, h.b):
+            sh("ip", "netns", "add", ns)
+            created.append(ns)
+        sh("ip", "-n", h.a, "link", "add", h.veth_a, "type", "veth", "peer", "name",
+           f"{tag}vb", "netns", h.b)  # fmt: skip
+        for ns, dev, addr in ((h.a, h.veth_a, IP_A), (h.b, f"{tag}vb", IP_B)):
+            sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        yield h
+    finally:
+        for ns in created:
+            sh("ip", "netns", "del", ns, check=False)
+
+
+@pytest.fixture(scope="module")
+def bpf_object(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    build = tmp_path_factory.mktemp("bpf")
+    res = subprocess.run(
+        ["make", "-s", "-C", str(REPO / "csrc" / "bpf"), f"BUILD={build}"],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    return build / "bpf" / "tagger.bpf.o"
+
+
+class Rank:
+    """fake_rank.py in a namespace, driven line by line."""
+
+    def __init__(self, netns: str, sock: Path, rank: int, port: int) -> None:
+        argv = ["ip", "netns", "exec", netns, sys.executable, str(HERE / "fake_rank.py")]
+        argv += [str(sock), "job7", str(rank), "2", "3", IP_A, str(port)]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )  # fmt: skip
+        self.hello = self.read()
+
+    def read(self) -> object:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line, "fake rank exited"
+        return json.loads(line)
+
+    def do(self, line: str) -> object:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return self.read()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+
+def test_agent_tags_a_ranks_connection_and_cleans_up(hosts: Hosts, bpf_object: Path) -> None:
+    sock = hosts.workdir / "agent.sock"
+    cfg = AgentConfig(hosts.veth_a, sock, bpf_object, scan_interval_s=0.05)
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", hosts.b, sys.executable, "-c", SERVER, IP_B],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    ranks: list[Rank] = []
+    with inside(hosts.a):
+        agent = Agent(cfg, LocalHub())
+        agent.start()
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        r0 = Rank(hosts.a, sock, 0, 5000)
+        ranks.append(r0)
+        assert isinstance(r0.hello, dict), r0.hello
+        assert (r0.hello["ctx_slot"], r0.hello["ip"], r0.hello["listen_ports"]) == (0, IP_A, [5000])
+        pid = r0.hello["pid"]
+        # another process claiming rank 0 of the same job is refused
+        liar = Rank(hosts.a, sock, 0, 5003)
+        ranks.append(liar)
+        assert "rank 0 of job job7 is process" in str(liar.hello)
+        # a rank table that gives rank 0 another PID is refused
+        bad = [[0, IP_A, pid + 1, [5000]], [1, IP_B, 1, [5001]]]
+        assert "another PID" in str(r0.do(f"ranks {json.dumps(bad)}"))
+        assert r0.do(f"ranks {json.dumps([[0, IP_A, pid, [5000]], [1, IP_B, 1, [5001]]])}") == "ok"
+        mpi_port = r0.do(f"connect {IP_B} 5001")
+        other_port = r0.do(f"connect {IP_B} 5002")
+        assert isinstance(mpi_port, list) and isinstance(other_port, list)
+        mpi = FourTuple(IP_A, IP_B, mpi_port[1], 5001)
+        other = FourTuple(IP_A, IP_B, other_port[1], 5002)
+        want = ConnContext(job_slot=3, src_rank=0, dst_rank=1, ctx_slot=0)
+        wait_for("the MPI connection tagged", lambda: agent.tagger.connection(mpi) == want, 5)
+        assert agent.tagger.connection(other) is None
+        before = agent.tagger.counters()
+        r0.do("prim 3")
+        r0.do("send 2000")
+        wait_for("tagged packets", lambda: agent.tagger.counters().tagged > before.tagged, 5)
+        status = r0.do("status")
+        assert isinstance(status, dict)
+        assert [(r["job"], r["rank"], r["pid"]) for r in status["ranks"]] == [("job7", 0, pid)]
+        # the rank dies: unregistered, its connection untagged, its slot free again
+        r0.kill()
+        wait_for("rank 0 gone", lambda: agent.status()["ranks"] == [], 5)
+        assert agent.tagger.connection(mpi) is None
+        r1 = Rank(hosts.a, sock, 1, 5004)
+        ranks.append(r1)
+        assert isinstance(r1.hello, dict) and r1.hello["ctx_slot"] == 0
+    finally:
+        for r in ranks:
+            r.kill()
+        agent.stop()
+        server.kill()
+        server.wait(timeout=10)
+    assert not sock.exists()
+    shown = sh("tc", "-n", hosts.a, "filter", "show", "dev", hosts.veth_a, "egress", check=False)
+    assert "sdnmpi" not in shown.stdout and "bpf" not in shown.stdout

@@ -1,0 +1,90 @@
+"""Agent request handling without root: bad requests are refused with a reason."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from sdnmpi.node.agent import Agent, AgentConfig, LocalHub
+from sdnmpi.node.bpf import ConnContext, Counters, FourTuple, Tagger
+
+
+class FakeTagger:
+    """Records map operations; hands out a pipe end as the context descriptor."""
+
+    def __init__(self) -> None:
+        self.contexts: set[int] = set()
+        self.conns: dict[FourTuple, ConnContext] = {}
+        self.attached_to = "lo"
+
+    def create_context(self, ctx_slot: int) -> int:
+        r, w = os.pipe()
+        os.close(w)
+        self.contexts.add(ctx_slot)
+        return r
+
+    def remove_context(self, ctx_slot: int) -> None:
+        self.contexts.remove(ctx_slot)
+
+    def add_connection(self, conn: FourTuple, ctx: ConnContext) -> None:
+        self.conns[conn] = ctx
+
+    def remove_connection(self, conn: FourTuple) -> bool:
+        return self.conns.pop(conn, None) is not None
+
+    def counters(self) -> Counters:
+        return Counters()
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Agent:
+    return Agent(AgentConfig("lo", tmp_path / "a.sock"), LocalHub(), cast(Tagger, FakeTagger()))
+
+
+def ask(agent: Agent, obj: Any, pid: int | None = None) -> dict[str, Any]:
+    line = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+    reply, fds = agent.request(pid or os.getpid(), os.getuid(), line)
+    for fd in fds:
+        os.close(fd)
+    return reply
+
+
+@pytest.mark.parametrize(
+    ("request_", "needle"),
+    [
+        (b"{not json", "Expecting property name"),
+        ([1, 2], "want a JSON object"),
+        ({"op": "fly"}, "unknown op 'fly'"),
+        ({"op": "register", "job": "j", "rank": 0}, "missing ['nprocs']"),
+        ({"op": "register", "job": "j", "rank": 0, "nprocs": 2, "x": 1}, "unknown ['x']"),
+        ({"op": "register", "job": 5, "rank": 0, "nprocs": 2}, "job must be a string"),
+        ({"op": "register", "job": "j", "rank": True, "nprocs": 2}, "integers"),
+        ({"op": "register", "job": "j", "rank": 0, "nprocs": 2, "job_slot": "3"}, "job_slot"),
+        ({"op": "register", "job": "j", "rank": 0, "nprocs": 2, "job_slot": 300}, "1..127"),
+        ({"op": "ranks", "table": []}, "non-empty list"),
+        ({"op": "ranks", "table": [[0, "10.0.0.1", 1]]}, "bad rank table row"),
+        ({"op": "ranks", "table": [[0, "10.0.0.x", 1, []]]}, "bad address"),
+        ({"op": "ranks", "table": [[0, "10.0.0.1", 1, []]]}, "not registered"),
+    ],
+)
+def test_bad_requests_are_refused(agent: Agent, request_: Any, needle: str) -> None:
+    reply = ask(agent, request_)
+    assert reply["ok"] is False
+    assert needle in reply["error"]
+
+
+def test_register_status_unregister(agent: Agent) -> None:
+    reply = ask(agent, {"op": "register", "job": "j", "rank": 1, "nprocs": 2, "job_slot": 4})
+    assert (reply["ok"], reply["ctx_slot"], reply["ip"]) == (True, 0, "127.0.0.1")
+    assert isinstance(reply["listen_ports"], list)
+    status = ask(agent, {"op": "status"})
+    assert [(r["job"], r["rank"], r["pid"]) for r in status["ranks"]] == [("j", 1, os.getpid())]
+    table = [[0, "10.0.0.1", 1, [1024]], [1, "127.0.0.1", os.getpid(), []]]
+    assert ask(agent, {"op": "ranks", "table": table}) == {"ok": True}
+    assert ask(agent, {"op": "unregister"}) == {"ok": True}
+    assert ask(agent, {"op": "unregister"}) == {"ok": False}
+    assert ask(agent, {"op": "status"})["ranks"] == []
