@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from pathlib import Path
@@ -29,6 +30,9 @@ def run_command(
     scan_interval_s: float = typer.Option(
         0.1, "--scan-interval", help="Seconds between scans of the ranks' TCP sockets."
     ),
+    pidfile: Path | None = typer.Option(
+        None, "--pidfile", help="Write the PID here once serving; removed at exit."
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
 ) -> None:
     """Attach the tagger to IFACE (in this network namespace) and serve ranks until SIGTERM."""
@@ -52,7 +56,11 @@ def run_command(
     signal.signal(signal.SIGINT, _stop)
     agent.start()
     try:
+        if pidfile is not None:
+            pidfile.write_text(f"{os.getpid()}\n")
         stop.wait()
     finally:
         agent.stop()
+        if pidfile is not None:
+            pidfile.unlink(missing_ok=True)
         logging.getLogger(__name__).info("agent stopped")

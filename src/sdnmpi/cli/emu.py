@@ -214,3 +214,37 @@ def _render(s: dict[str, Any]) -> None:
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
+
+
+agents_app = typer.Typer(help="Node agents (eBPF tagger) on the emulated hosts.")
+app.add_typer(agents_app, name="agents")
+
+
+@agents_app.command("up")
+def agents_up_command(
+    name: str = NAME,
+    state_root: Path = STATE_ROOT,
+    bpf_object: Path | None = typer.Option(
+        None, "--bpf-object", help="Compiled tagger (default build/bpf/tagger.bpf.o)."
+    ),
+    verbose: bool = VERBOSE,
+) -> None:
+    """Start `sdnmpi agent run` in every host (all or none)."""
+    from sdnmpi.emu import agents
+
+    _logging(verbose)
+    sockets = agents.up(name, state_root=state_root, bpf_object=bpf_object)
+    plan = runner.require_state(name, state_root).plan()
+    console.print(
+        f"{len(sockets)} agents up; ranks find theirs with "
+        f"SDNMPI_AGENT_SOCKET={agents.socket_template(plan)}",
+        highlight=False,
+    )
+
+
+@agents_app.command("down")
+def agents_down_command(name: str = NAME, state_root: Path = STATE_ROOT) -> None:
+    """Stop the hosts' agents (by pidfile)."""
+    from sdnmpi.emu import agents
+
+    console.print(f"{agents.down(name, state_root=state_root)} agents stopped", highlight=False)
