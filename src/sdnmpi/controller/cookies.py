@@ -3,8 +3,9 @@
 A 64-bit OpenFlow cookie is split as::
 
     bits 63..56  0x5D           marker: the rule belongs to sdnmpi
-    bits 55..48  kind           1 base, 2 host delivery, 3 default routes, 4 job routes
-    bits 47..0   job id         the job of a job route; 0 for other kinds
+    bits 55..48  kind           1 base, 2 host delivery, 3 default routes, 4 job routes,
+                                5 tagged routes (MPI context tags, per primitive)
+    bits 47..0   job id         the job of a job or tagged route; 0 for other kinds
 
 so one delete-by-cookie flow-mod removes all of a kind, all of one job, or
 everything sdnmpi installed (marker mask), and leaves rules of other
@@ -14,6 +15,8 @@ controllers alone.  Job ids are Slurm job ids (32 bits) with room to spare.
 '0x5d0400000000002a'
 >>> kind_of(job_cookie(42)), job_of(job_cookie(42))
 ('job', 42)
+>>> kind_of(tag_cookie(42)), job_of(tag_cookie(42))
+('tag', 42)
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ from typing import Literal
 
 from sdnmpi.errors import RoutingError
 
-Kind = Literal["base", "host", "default", "job"]
+Kind = Literal["base", "host", "default", "job", "tag"]
 
 MARKER = 0x5D
-_KINDS: dict[str, int] = {"base": 1, "host": 2, "default": 3, "job": 4}
+_KINDS: dict[str, int] = {"base": 1, "host": 2, "default": 3, "job": 4, "tag": 5}
 _NAMES = {v: k for k, v in _KINDS.items()}
 JOB_BITS = 48
 MAX_JOB_ID = 2**JOB_BITS - 1
@@ -52,6 +55,11 @@ def job_cookie(job_id: int) -> int:
     return cookie("job", job_id)
 
 
+def tag_cookie(job_id: int) -> int:
+    """The cookie of job ``job_id``'s tagged (per-primitive) routes."""
+    return cookie("tag", job_id)
+
+
 def ours_cookie() -> int:
     """Cookie value that, with :data:`OURS_MASK`, selects every sdnmpi rule."""
     return MARKER << 56
@@ -65,5 +73,5 @@ def kind_of(value: int) -> str | None:
 
 
 def job_of(value: int) -> int:
-    """The job id of a job-route cookie."""
+    """The job id of a job-route or tagged-route cookie."""
     return int(value & MAX_JOB_ID)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 from sdnmpi.errors import SdnMpiError
@@ -275,9 +276,12 @@ class FlowRule:
         elif not all(isinstance(a, Output | ToController | SetField) for a in self.actions):
             raise FlowRuleError(f"unknown action in {self.actions!r}")
 
-    @property
+    @cached_property
     def key(self) -> tuple[int, int, int, Match]:
-        """What identifies a rule in a switch: (dpid, table, priority, match)."""
+        """What identifies a rule in a switch: (dpid, table, priority, match).
+
+        Cached (the planner's diff asks for it for every rule after every event).
+        """
         return (self.dpid, self.table_id, self.priority, self.match)
 
     def render(self) -> str:

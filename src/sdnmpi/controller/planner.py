@@ -17,8 +17,15 @@ priority  match -> actions                                  cookie kind
 1000      broadcast/multicast ``eth_dst`` -> drop            base
 500       ``eth_dst`` = attached host -> its port            host
 300       job route (``eth_src``, ``eth_dst``) -> port       job
+200       ``eth_dst`` = MPI tag -> port (last switch:        tag
+          ``set_field`` real ``eth_dst``, then its port)
+190       ``eth_dst``/mask = tag's (job slot, dst rank)      tag
+          -> port (a job's per-destination catch-all)
 110       default pair (``eth_src``, ``eth_dst``) -> port    default
 100       default route ``eth_dst`` -> port                  default
+1         IPv4 to a MAC with the tag prefix                  base
+          ``eth_dst`` (a tag no rule carries) -> controller,
+          whole frame (it is sent on by a packet-out)
 0         anything else -> controller (first 128 bytes)      base
 ========  ================================================  ===========
 
@@ -33,11 +40,24 @@ rules with the same match and priority in place), then strict deletes of rules
 no longer wanted, then barriers (:func:`~sdnmpi.controller.flows.batched`).  A
 job whose path crosses a dead link or switch is withdrawn on the switches that
 remain (its pairs fall back to default routes) and comes back with the link.
+
+Tagged jobs (:meth:`Planner.register_tagged_job`; :mod:`sdnmpi.controller.primitives`)
+are routed per MPI primitive by the context tag the nodes write into the
+destination MAC (:mod:`sdnmpi.wire.tag`).  Their rules are part of the desired
+state too: the messages of registered collectives are installed on
+registration (proactive), other tags when their first packet reaches the
+controller (reactive, :meth:`Planner.packet_in`), within a per-switch budget
+(``PlannerConfig.tag_budget``).  A packet whose tag cannot be routed (garbled,
+reserved primitive, inactive slot, inconsistent ranks, foreign MAC) is still
+delivered: the controller rewrites ``eth_dst`` to the real MAC of the host that
+owns the packet's IPv4 destination and sends it on that host's default route;
+the reason is logged once per (reason, job slot).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -45,6 +65,7 @@ from sdnmpi.controller import cookies
 from sdnmpi.controller.flows import (
     ARP_REQUEST,
     ETH_TYPE_ARP,
+    ETH_TYPE_IPV4,
     ETH_TYPE_LLDP,
     GROUP_BIT_MAC,
     OFPTT_ALL,
@@ -56,8 +77,18 @@ from sdnmpi.controller.flows import (
     ToController,
     batched,
 )
-from sdnmpi.controller.inventory import Inventory
+from sdnmpi.controller.inventory import HostEntry, Inventory
 from sdnmpi.controller.packets import Packet, arp_reply, decode
+from sdnmpi.controller.primitives import inbound
+from sdnmpi.controller.primitives.base import Collective, Flow, Network, TaggedJob
+from sdnmpi.controller.primitives.registry import Registry
+from sdnmpi.controller.primitives.tagged import (
+    LogOnce,
+    Regime,
+    TagJobState,
+    TagPlanner,
+    collective_flows,
+)
 from sdnmpi.controller.routes import (
     Encoding,
     PairKey,
@@ -78,6 +109,13 @@ PRIORITY_CONTROL = 1100
 PRIORITY_GROUP_DROP = 1000
 PRIORITY_DELIVER = 500
 PRIORITY_MISS = 0
+#: Unrouted IPv4 to a MAC with the tag prefix (any version): whole frames up.
+PRIORITY_TAG_MISS = 1
+#: The tag prefix: magic nibble, locally administered and group bits of the first octet
+#: (``o0 & 0xF3 == 0xA2``, docs/tag-layout.md); the version bits are left out so a
+#: tag of another version is still caught and delivered by the fallback.
+TAG_PREFIX_MASK = "f3:00:00:00:00:00"
+TAG_PREFIX_MAC = "a2:00:00:00:00:00"
 #: Bytes of an unknown unicast frame sent to the controller (enough for headers).
 MISS_MAX_LEN = 128
 
@@ -93,6 +131,10 @@ class PlannerConfig:
     on a fabric that is not, or not yet, a multi-rooted tree).  ``batch_size``
     flow-mods per switch go between barriers.  ``expect_model_hosts``: route
     the model's hosts before they are seen (see :mod:`~sdnmpi.controller.inventory`).
+    ``tag_budget``: tag rules allowed per switch, all tagged jobs together (``None``:
+    no limit); ``primitives``: which module routes which primitive, a
+    :meth:`~sdnmpi.controller.primitives.registry.Registry.from_spec` string
+    (empty: the standard modules).
     """
 
     router: str = "dmodk"
@@ -101,6 +143,8 @@ class PlannerConfig:
     encoding: Encoding = "auto"
     batch_size: int = 200
     expect_model_hosts: bool = True
+    tag_budget: int | None = None
+    primitives: str = ""
 
     def __post_init__(self) -> None:
         from sdnmpi.core.routing import ROUTERS
@@ -112,6 +156,12 @@ class PlannerConfig:
             raise ConfigError(f"unknown rule encoding {self.encoding!r} (auto or pair)")
         if self.batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
+        budget = self.tag_budget
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
+            raise ConfigError(f"tag budget must be an integer or None, got {budget!r}")
+        if budget is not None and budget < 0:
+            raise ConfigError(f"tag budget must be >= 0 rules per switch, got {budget}")
+        Registry.from_spec(self.primitives)  # validates the spec
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,6 +172,7 @@ class _DefaultRoutes:
     routes: tuple[Route, ...]
     router: str
     rules: tuple[FlowRule, ...]
+    net: Network
 
 
 JobRoutes = Mapping[tuple[str, str], Sequence[str]] | Sequence[Route]
@@ -130,15 +181,28 @@ JobRoutes = Mapping[tuple[str, str], Sequence[str]] | Sequence[Route]
 class Planner:
     """The fabric's controller logic, pure: events in, messages out."""
 
-    def __init__(self, topology: Topology | None = None, config: PlannerConfig | None = None):
+    def __init__(
+        self,
+        topology: Topology | None = None,
+        config: PlannerConfig | None = None,
+        primitives: Registry | None = None,
+    ):
         self.config = config or PlannerConfig()
+        self.primitives = primitives or Registry.from_spec(self.config.primitives)
+        self.tagged: dict[int, TagJobState] = {}
+        self._tags_version = 0
+        self._log_once = LogOnce()
+        self.tag_planner = TagPlanner(self.primitives, self.config.tag_budget, self._log_once)
+        self._regimes: dict[int, Regime] = {}
+        self._tag_usage: Counter[int] = Counter()
+        self._synced: tuple[int, int, int] | None = None  # desired version last diffed
         self.inventory = Inventory(topology, self.config.expect_model_hosts)
         self.jobs: dict[int, tuple[Route, ...]] = {}
         self._installed: dict[int, dict[RuleKey, FlowRule]] = {}
         self._wipe: set[int] = set()
         self._jobs_version = 0
         self._routes: _DefaultRoutes | None = None
-        self._desired: tuple[tuple[int, int], dict[int, list[FlowRule]]] | None = None
+        self._desired: tuple[tuple[int, int, int], dict[int, list[FlowRule]]] | None = None
 
     # -- events: switches and links -----------------------------------------------------
     # Every event updates the state and, unless ``sync=False``, returns the messages
@@ -217,7 +281,8 @@ class Planner:
             sender = pkt.arp_sha if pkt.arp_sha is not None else pkt.eth_src
             out += self.host_learned(sender, dpid, in_port, ip, now)
         reply = self._arp_reply(pkt, dpid, in_port)
-        return out + ([reply] if reply is not None else [])
+        out += [reply] if reply is not None else []
+        return out + self._tagged_packet_in(pkt, dpid, data)
 
     def _arp_reply(self, pkt: Packet, dpid: int, in_port: int) -> PacketOut | None:
         """Proxy ARP: the reply for a known target IP; ``None`` otherwise (never flood)."""
@@ -262,7 +327,10 @@ class Planner:
             raise RoutingError(f"job {job_id} has no routes installed")
         del self.jobs[job_id]
         self._jobs_version += 1
-        ck = cookies.job_cookie(job_id)
+        return self._finish(self._delete_cookie(cookies.job_cookie(job_id)) + self._diff())
+
+    def _delete_cookie(self, ck: int) -> list[Message]:
+        """One delete by cookie per switch holding rules with cookie ``ck``."""
         out: list[Message] = []
         for dpid, table in sorted(self._installed.items()):
             if any(r.cookie == ck for r in table.values()):
@@ -270,7 +338,7 @@ class Planner:
                     FlowRule(dpid, 0, cookie=ck, cookie_mask=cookies.FULL_MASK, command="delete")
                 )
                 self._installed[dpid] = {k: r for k, r in table.items() if r.cookie != ck}
-        return self._finish(out + self._diff())
+        return out
 
     def _parse_routes(
         self, routes: JobRoutes | Routing, fabric: Fabric | None, demands: Demands | None
@@ -300,6 +368,191 @@ class Planner:
             if r.key in seen:
                 raise RoutingError(f"job {job_id}: two routes for {r.src_mac} -> {r.dst_mac}")
             seen.add(r.key)
+
+    # -- tagged jobs (per-primitive routing) -----------------------------------------------
+    def register_tagged_job(
+        self,
+        job_id: int,
+        slot: int,
+        world_size: int,
+        rank_hosts: Mapping[int, str] | Sequence[str],
+        collectives: Sequence[Collective] = (),
+        *,
+        catch_all: bool | None = None,
+    ) -> list[Message]:
+        """Route job ``job_id``'s tagged packets (job slot ``slot``) per MPI primitive.
+
+        ``rank_hosts`` gives the host name (as in the live topology) of every world
+        rank 0..``world_size``-1.  The messages of ``collectives`` get their rules
+        now (proactive); other tags when first seen (reactive).  ``catch_all``
+        (default: whether collectives are given) adds the job's per-destination
+        masked rules under the exact ones, so its other traffic needs no
+        packet-in.  Everything is checked first: :class:`RoutingError` and
+        nothing changes.
+        """
+        cookies.tag_cookie(job_id)  # range check
+        job = TaggedJob(
+            job_id, slot, self._rank_hosts(job_id, world_size, rank_hosts), tuple(collectives)
+        )
+        if job_id in self.tagged:
+            raise RoutingError(f"tagged job {job_id} is already registered; unregister it first")
+        holder = next((s.job.job_id for s in self.tagged.values() if s.job.slot == slot), None)
+        if holder is not None:
+            raise RoutingError(f"job {job_id}: job slot {slot} is held by job {holder}")
+        flows: dict[Flow, Collective | None] = dict(collective_flows(job))
+        wanted = bool(collectives) if catch_all is None else catch_all
+        self.tagged[job_id] = TagJobState(job, flows, wanted)
+        self._log_once.forget(slot)
+        self._tags_version += 1
+        return self.sync()
+
+    def _rank_hosts(
+        self, job_id: int, world_size: int, rank_hosts: Mapping[int, str] | Sequence[str]
+    ) -> tuple[str, ...]:
+        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+            raise RoutingError(f"job {job_id}: world size {world_size!r} must be >= 1")
+        by_rank = (
+            dict(rank_hosts) if isinstance(rank_hosts, Mapping) else dict(enumerate(rank_hosts))
+        )
+        if set(by_rank) != set(range(world_size)):
+            raise RoutingError(
+                f"job {job_id}: ranks {sorted(by_rank)} are not exactly 0..{world_size - 1}"
+            )
+        known = self._hosts_by_name()
+        unknown = sorted({h for h in by_rank.values() if h not in known})
+        if unknown:
+            raise RoutingError(f"job {job_id}: unknown host(s) {unknown}")
+        return tuple(by_rank[r] for r in range(world_size))
+
+    def unregister_tagged_job(self, job_id: int) -> list[Message]:
+        """Delete exactly job ``job_id``'s tag rules (one delete by cookie per switch)."""
+        if job_id not in self.tagged:
+            raise RoutingError(f"tagged job {job_id} is not registered")
+        self._log_once.forget(self.tagged.pop(job_id).job.slot)
+        self._tags_version += 1
+        return self._finish(self._delete_cookie(cookies.tag_cookie(job_id)) + self._diff())
+
+    def tag_regime(self, job_id: int) -> Regime:
+        """How job ``job_id``'s tags are carried now: ``exact`` rules, ``masked``
+        per-destination rules (over budget), or ``none`` (via the controller)."""
+        if job_id not in self.tagged:
+            raise RoutingError(f"tagged job {job_id} is not registered")
+        self._desired_all()
+        return self._regimes.get(job_id, "none")
+
+    def network(self) -> Network | None:
+        """What primitive modules route on now (``None`` until the topology is routable)."""
+        state = self._default_state()
+        return state.net if state is not None else None
+
+    def _hosts_by_name(self) -> dict[str, HostEntry]:
+        return {self.inventory.host_name(m): e for m, e in self.inventory.hosts.items()}
+
+    def _tagged_packet_in(self, pkt: Packet, dpid: int, data: bytes) -> list[Message]:
+        """A unicast IPv4 frame to an unknown locally administered MAC: a tag, or not."""
+        if pkt.eth_type != ETH_TYPE_IPV4 or not inbound.locally_administered_unicast(pkt.eth_dst):
+            return []
+        if pkt.eth_dst in self.inventory.hosts:
+            return []
+        ip_dst = inbound.ipv4_destination(data)
+        hosts = self._hosts_by_name()
+
+        def lookup(name: str) -> tuple[str, str | None] | None:
+            entry = hosts.get(name)
+            return (entry.mac, entry.ip) if entry is not None else None
+
+        slots = {s.job.slot: s.job for s in self.tagged.values()}
+        verdict = inbound.inspect(pkt.eth_dst, pkt.eth_src, ip_dst, slots, lookup)
+        out: list[Message] = []
+        if verdict.job is not None and verdict.flow is not None:
+            out = self._learn_flow(verdict.job, verdict.flow)
+            if self._regimes.get(verdict.job.job_id) == "none":
+                verdict = inbound.Verdict(verdict.job, None, "over budget", verdict.slot)
+        sent = self._send_on(dpid, pkt, data) if verdict.reason is None else None
+        if sent is None:
+            sent = self._fall_back(dpid, pkt, data, ip_dst, verdict)
+        return out + ([sent] if sent is not None else [])
+
+    def _learn_flow(self, job: TaggedJob, flow: Flow) -> list[Message]:
+        state = self.tagged[job.job_id]
+        if flow in state.flows:
+            return []
+        desired = self._desired_all()  # up to date before the flow is added
+        state.flows[flow] = next(
+            (c for c in job.collectives if c.primitive == flow[0] and _in_comm(c, job, flow)), None
+        )
+        self._tags_version += 1
+        added = self._extend_desired(state, desired)
+        return self._finish(added if added is not None else self._diff())
+
+    def _extend_desired(
+        self, state: TagJobState, desired: dict[int, list[FlowRule]]
+    ) -> list[Message] | None:
+        """The fast path of a reactive flow: its rules only, without recomputing or
+        diffing every switch, when that gives the same result as :meth:`_diff`.
+
+        It does when the switches hold exactly the desired state, the job has its
+        exact rules on the same network, and the new rules fit the budget with
+        every job's rules (so no job's regime changes).  ``None`` otherwise.
+        """
+        net = self._routes.net if self._routes is not None else None
+        synced = self._desired is not None and self._synced == self._desired[0] and not self._wipe
+        if not synced or net is None or state.net is not net:
+            return None
+        if self._regimes.get(state.job.job_id) != "exact":
+            return None
+        before = len(state.exact)
+        new = self.tag_planner.exact_rules(state, net)[before:]
+        need = Counter(r.dpid for r in new)
+        budget = self.config.tag_budget
+        if any(d not in desired for d in need):
+            return None
+        if budget is not None and any(self._tag_usage[d] + n > budget for d, n in need.items()):
+            return None
+        for rule in new:
+            desired[rule.dpid].append(rule)
+            self._installed[rule.dpid][rule.key] = rule
+        self._tag_usage.update(need)
+        self._desired = (self._version(), desired)
+        self._synced = self._desired[0]
+        ordered = sorted(new, key=_order)
+        return [*ordered]
+
+    def _fall_back(
+        self, dpid: int, pkt: Packet, data: bytes, ip_dst: str | None, verdict: inbound.Verdict
+    ) -> PacketOut | None:
+        """Deliver on the default route of the host owning ``ip_dst`` (real MAC restored)."""
+        reason = verdict.reason or "no tag rule"
+        self._log_once(
+            reason,
+            verdict.slot,
+            "tagged packet %s -> %s (IPv4 %s): %s (%s); delivered on default routes",
+            pkt.eth_src,
+            pkt.eth_dst,
+            ip_dst,
+            reason,
+            verdict.detail,
+        )
+        host = self.inventory.host_by_ip(ip_dst) if ip_dst is not None else None
+        if host is None:
+            self._log_once(
+                "unknown destination",
+                verdict.slot,
+                "IPv4 %s of %s: no such host; dropped",
+                ip_dst,
+                pkt.eth_dst,
+            )
+            return None
+        real = Packet(pkt.eth_src, host.mac, pkt.eth_type)
+        return self._send_on(dpid, real, inbound.with_dst(data, host.mac))
+
+    def _send_on(self, dpid: int, pkt: Packet, data: bytes) -> PacketOut | None:
+        """A packet-out doing what switch ``dpid``'s desired rules do with the frame."""
+        hit = inbound.table_hit(self._desired_all().get(dpid, []), pkt.eth_src, pkt.eth_dst)
+        if hit is None:
+            return None
+        dst, port = hit
+        return PacketOut(dpid, port, inbound.with_dst(data, dst) if dst != pkt.eth_dst else data)
 
     # -- queries -------------------------------------------------------------------------
     def live_topology(self) -> Topology | None:
@@ -335,7 +588,8 @@ class Planner:
         if self._routes is None or self._routes.topology != topo:
             routes, used = self._route_all(topo)
             rules = tuple(default_rules(routes, self.config.encoding))
-            self._routes = _DefaultRoutes(topo, routes, used, rules)
+            net = Network(topo, {r.key: r for r in routes})
+            self._routes = _DefaultRoutes(topo, routes, used, rules, net)
         return self._routes
 
     def _route_all(self, topo: Topology) -> tuple[tuple[Route, ...], str]:
@@ -352,10 +606,13 @@ class Planner:
 
     def _desired_all(self) -> dict[int, list[FlowRule]]:
         """Desired rules by switch, recomputed only when the state changed."""
-        version = (self.inventory.version, self._jobs_version)
+        version = self._version()
         if self._desired is None or self._desired[0] != version:
             self._desired = (version, self._compute_desired())
         return self._desired[1]
+
+    def _version(self) -> tuple[int, int, int]:
+        return (self.inventory.version, self._jobs_version, self._tags_version)
 
     def _compute_desired(self) -> dict[int, list[FlowRule]]:
         rules = [r for d in sorted(self.inventory.switches_up) for r in _base_rules(d)]
@@ -365,6 +622,10 @@ class Planner:
         for job_id, routes in sorted(self.jobs.items()):
             alive = [r for r in routes if route_problem(self.inventory, r) is None]
             rules += job_rules(job_id, alive)
+        plan = self.tag_planner.plan(self.tagged.values(), state.net if state else None)
+        self._regimes = plan.regimes
+        self._tag_usage = Counter(r.dpid for r in plan.rules)
+        rules += plan.rules
         out: dict[int, list[FlowRule]] = {d: [] for d in self.inventory.switches_up}
         for rule in rules:
             if rule.dpid in out:
@@ -398,13 +659,15 @@ class Planner:
         """Adds and strict deletes bringing every connected switch to its desired rules."""
         adds: list[Message] = []
         deletes: list[Message] = []
+        self._synced = self._version()
         for dpid, rules in sorted(self._desired_all().items()):
             have = self._installed.setdefault(dpid, {})
             want = {r.key: r for r in rules}
-            adds += [r for r in sorted(want.values(), key=_order) if have.get(r.key) != r]
-            deletes += [
-                _delete_strict(r) for k, r in sorted(have.items(), key=_korder) if k not in want
-            ]
+            # filter first, then sort: only the changes (the same order as before)
+            changed = sorted((r for r in want.values() if have.get(r.key) != r), key=_order)
+            adds += changed
+            gone = sorted(((k, r) for k, r in have.items() if k not in want), key=_korder)
+            deletes += [_delete_strict(r) for _, r in gone]
             self._installed[dpid] = want
         return adds + deletes
 
@@ -413,16 +676,24 @@ class Planner:
 
 
 def _base_rules(dpid: int) -> list[FlowRule]:
-    """Control-plane rules every switch gets: ARP/LLDP up, group addresses dropped, miss up."""
+    """Control-plane rules every switch gets: ARP/LLDP up, group addresses dropped, unrouted
+    IPv4 frames with the tag prefix up whole, any other miss up (headers)."""
     ck = cookies.cookie("base")
     up = (ToController(),)
     group = Match(eth_dst=GROUP_BIT_MAC, eth_dst_mask=GROUP_BIT_MAC)
+    local = Match(eth_dst=TAG_PREFIX_MAC, eth_dst_mask=TAG_PREFIX_MASK, eth_type=ETH_TYPE_IPV4)
     return [
         FlowRule(dpid, 0, PRIORITY_CONTROL, Match(eth_type=ETH_TYPE_ARP), up, ck),
         FlowRule(dpid, 0, PRIORITY_CONTROL, Match(eth_type=ETH_TYPE_LLDP), up, ck),
         FlowRule(dpid, 0, PRIORITY_GROUP_DROP, group, (), ck),
+        FlowRule(dpid, 0, PRIORITY_TAG_MISS, local, (ToController(),), ck),
         FlowRule(dpid, 0, PRIORITY_MISS, Match(), (ToController(MISS_MAX_LEN),), ck),
     ]
+
+
+def _in_comm(coll: Collective, job: TaggedJob, flow: Flow) -> bool:
+    comm = coll.members(job.world_size)
+    return flow[1] in comm and flow[2] in comm
 
 
 def _delete_strict(rule: FlowRule) -> FlowRule:

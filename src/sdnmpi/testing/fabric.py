@@ -9,7 +9,9 @@ answers which ports a packet leaves a switch by (highest priority wins, as in
 OpenFlow 1.3; two matching rules at the same top priority are an error, since
 a switch's choice would be undefined); :meth:`FakeFabric.trace` follows a packet
 from a host until it reaches a host, is dropped, goes to the controller, is
-copied to several ports (a flood) or loops.
+copied to several ports (a flood) or loops, rewriting the packet as the rules'
+``set_field`` actions say (so a tagged packet arrives with its real MAC);
+:meth:`FakeFabric.trace_packet_out` follows a controller's packet-out the same way.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from sdnmpi.controller.flows import (
     SetField,
     ToController,
 )
-from sdnmpi.controller.packets import Packet
+from sdnmpi.controller.packets import Packet, decode
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import SdnMpiError
 
@@ -55,12 +57,14 @@ class Step:
 class Trace:
     """Where a packet went: the switch steps and how it ended.
 
-    ``host`` is the receiving host when ``outcome`` is ``delivered``.
+    ``host`` is the receiving host when ``outcome`` is ``delivered``; ``packet``
+    is the packet as it was last sent or received (after every ``set_field``).
     """
 
     steps: tuple[Step, ...]
     outcome: Outcome
     host: str | None = None
+    packet: Packet | None = None
 
     @property
     def dpids(self) -> tuple[int, ...]:
@@ -158,29 +162,55 @@ class FakeFabric:
     def trace(self, src_host: str, packet: Packet, max_hops: int = 64) -> Trace:
         """Follow ``packet`` sent by ``src_host`` until it ends (see :class:`Trace`)."""
         switch, port = self.topology.attachment(src_host)
+        return self._follow(switch, port, packet, [], max_hops)
+
+    def trace_packet_out(self, po: PacketOut, max_hops: int = 64) -> Trace:
+        """Follow a packet-out: its frame leaves ``po.port`` of ``po.dpid``, then the rules.
+
+        The first step's ``in_port`` is the packet-out's (the controller by default).
+        """
+        packet = decode(po.data)
+        if packet is None:
+            raise FakeFabricError(f"packet-out on switch {po.dpid}: frame cannot be decoded")
+        switch = self._name(po.dpid)
+        steps = [Step(po.dpid, po.in_port, po.port)]
+        peer = self._peer.get((switch, po.port))
+        if peer is None:
+            return Trace(tuple(steps), "dropped", packet=packet)
+        if self.topology.is_host(peer[0]):
+            return Trace(tuple(steps), "delivered", peer[0], packet)
+        return self._follow(peer[0], peer[1], packet, steps, max_hops)
+
+    def _name(self, dpid: int) -> str:
+        self._switch(dpid)
+        return self.topology.switch_by_dpid[dpid].name
+
+    def _follow(
+        self, switch: str, port: int, packet: Packet, steps: list[Step], max_hops: int
+    ) -> Trace:
+        """Follow ``packet`` arriving at ``switch``:``port`` until it ends."""
         dpid = self.topology.switch(switch).dpid
-        steps: list[Step] = []
         seen: set[tuple[int, int, Packet]] = set()
         while len(steps) < max_hops:
             if (dpid, port, packet) in seen:
-                return Trace(tuple(steps), "loop")
+                return Trace(tuple(steps), "loop", packet=packet)
             seen.add((dpid, port, packet))
             outs = self.forward(dpid, port, packet)
             physical = [(p, pkt) for p, pkt in outs if p != OFPP_CONTROLLER]
             if len(physical) > 1:
-                return Trace(tuple(steps), "flooded")
+                return Trace(tuple(steps), "flooded", packet=packet)
             if not physical:
-                return Trace(tuple(steps), "controller" if outs else "dropped")
+                return Trace(tuple(steps), "controller" if outs else "dropped", packet=packet)
             out_port, packet = physical[0]
             steps.append(Step(dpid, port, out_port))
             peer = self._peer.get((switch, out_port))
             if peer is None:
-                return Trace(tuple(steps), "dropped")
+                return Trace(tuple(steps), "dropped", packet=packet)
             if self.topology.is_host(peer[0]):
-                return Trace(tuple(steps), "delivered", peer[0])
+                return Trace(tuple(steps), "delivered", peer[0], packet)
             switch, port = peer
             dpid = self.topology.switch(switch).dpid
-        return Trace(tuple(steps), "loop")
+        return Trace(tuple(steps), "loop", packet=packet)
 
 
 def _set_field(packet: Packet, action: SetField) -> Packet:
