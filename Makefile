@@ -54,6 +54,14 @@ clean:
 # C parts. mpibench: build/{mpich,openmpi}/sdnmpi-bench (a flavour whose
 # compiler wrapper is missing is skipped with a message).
 .PHONY: csrc mpibench
-csrc: mpibench
+csrc: mpibench bpf pmpi
 mpibench:
 	$(MAKE) -C csrc/mpibench
+# pmpi: build/{mpich,openmpi}/libsdnmpi.so, the LD_PRELOAD PMPI library.
+.PHONY: pmpi
+pmpi:
+	$(MAKE) -C csrc/pmpi
+# bpf: build/bpf/tagger.bpf.o (eBPF TC egress tagger) and the tag-layout C test.
+.PHONY: bpf
+bpf:
+	$(MAKE) -C csrc/bpf

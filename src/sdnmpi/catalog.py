@@ -20,7 +20,7 @@ from sdnmpi.core.pattern import Pattern
 from sdnmpi.core.placement import Placement
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError, FormatError
-from sdnmpi.formats import graphml, hostfile, native, netsa, pfprof
+from sdnmpi.formats import graphml, hostfile, native, netsa, pfprof, sdnmpitrace
 
 
 def _milk() -> Topology:
@@ -93,7 +93,8 @@ def is_pattern_file(spec: str) -> bool:
 def load_pattern(spec: str, *, side: pfprof.Side = "tx") -> Pattern:
     """A pattern from a file, or built from a collective or mini-app spec.
 
-    Files: a pfprof trace (``.tar.gz``, ``.tgz``, ``.tar`` or a directory of rank
+    Files: an sdnmpi PMPI trace (a directory of ``sdnmpi-trace-<rank>.jsonl``),
+    a pfprof trace (``.tar.gz``, ``.tgz``, ``.tar`` or a directory of rank
     files), NetSA XML (``file.xml`` for its only matrix, ``file.xml#ID`` for one
     of several), sdnmpi JSON.
     """
@@ -103,6 +104,8 @@ def load_pattern(spec: str, *, side: pfprof.Side = "tx") -> Pattern:
         return workloads.build(spec)
     base, _, fragment = spec.partition("#")
     path = Path(base)
+    if sdnmpitrace.is_sdnmpi_trace(path):
+        return sdnmpitrace.load_sdnmpi_trace(path)
     if pfprof.is_pfprof(path):
         return pfprof.load_pfprof(path, side=side)
     suffix = path.suffix.lower()

@@ -1,0 +1,191 @@
+/* Configuration parsing (pure: no MPI, no global state). */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	unsigned bit;
+} mode_names[] = {
+	{"profile", SDN_MODE_PROFILE},
+	{"register", SDN_MODE_REGISTER},
+	{"push", SDN_MODE_PUSH},
+	{"tag", SDN_MODE_TAG},
+};
+
+#define N_MODES (sizeof(mode_names) / sizeof(mode_names[0]))
+
+__attribute__((format(printf, 3, 4))) static void reportf(sdn_report_fn report, void *ctx,
+							  const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (!report)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	report(ctx, msg);
+}
+
+void sdn_config_defaults(struct sdn_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->modes = SDN_MODE_PROFILE;
+	strcpy(cfg->trace_dir, ".");
+}
+
+static int mode_bit(const char *word, unsigned *bit)
+{
+	for (size_t i = 0; i < N_MODES; i++) {
+		if (strcmp(word, mode_names[i].name) == 0) {
+			*bit = mode_names[i].bit;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int sdn_config_parse_modes(const char *text, unsigned *modes, sdn_report_fn report, void *ctx)
+{
+	char buf[256], *save = NULL;
+	int problems = 0;
+	unsigned bits = 0, bit;
+
+	if (strlen(text) >= sizeof(buf)) {
+		reportf(report, ctx, "SDNMPI_MODE too long; ignored");
+		return 1;
+	}
+	strcpy(buf, text);
+	if (strcmp(buf, "off") == 0 || strcmp(buf, "none") == 0) {
+		*modes = 0;
+		return 0;
+	}
+	for (char *w = strtok_r(buf, ", \t", &save); w; w = strtok_r(NULL, ", \t", &save)) {
+		if (mode_bit(w, &bit) == 0) {
+			bits |= bit;
+		} else {
+			reportf(report, ctx,
+				"unknown mode '%s' in SDNMPI_MODE ignored (valid: profile, register, push, tag)",
+				w);
+			problems++;
+		}
+	}
+	*modes = bits;
+	return problems;
+}
+
+static int copy_value(char *dst, size_t len, const char *key, const char *value,
+		      sdn_report_fn report, void *ctx)
+{
+	if (strlen(value) >= len) {
+		reportf(report, ctx, "value of %s too long; ignored", key);
+		return 1;
+	}
+	strcpy(dst, value);
+	return 0;
+}
+
+int sdn_config_set(struct sdn_config *cfg, const char *key, const char *value,
+		   sdn_report_fn report, void *ctx)
+{
+	if (strcmp(key, "SDNMPI_MODE") == 0)
+		return sdn_config_parse_modes(value, &cfg->modes, report, ctx);
+	if (strcmp(key, "SDNMPI_TRACE_DIR") == 0) {
+		if (!*value) {
+			reportf(report, ctx, "empty SDNMPI_TRACE_DIR ignored");
+			return 1;
+		}
+		return copy_value(cfg->trace_dir, sizeof(cfg->trace_dir), key, value, report, ctx);
+	}
+	if (strcmp(key, "SDNMPI_JOB") == 0)
+		return copy_value(cfg->job, sizeof(cfg->job), key, value, report, ctx);
+	reportf(report, ctx,
+		"unknown key '%s' ignored (valid: SDNMPI_MODE, SDNMPI_TRACE_DIR, SDNMPI_JOB)", key);
+	return 1;
+}
+
+static char *trim(char *s)
+{
+	char *end;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	end = s + strlen(s);
+	while (end > s && isspace((unsigned char)end[-1]))
+		*--end = '\0';
+	return s;
+}
+
+static int load_line(struct sdn_config *cfg, char *line, const char *where,
+		     sdn_report_fn report, void *ctx)
+{
+	char *eq, *s = trim(line);
+
+	if (!*s || *s == '#')
+		return 0;
+	eq = strchr(s, '=');
+	if (!eq) {
+		reportf(report, ctx, "%s: expected KEY=VALUE, got '%s'", where, s);
+		return 1;
+	}
+	*eq = '\0';
+	return sdn_config_set(cfg, trim(s), trim(eq + 1), report, ctx);
+}
+
+int sdn_config_load_file(struct sdn_config *cfg, const char *path, sdn_report_fn report,
+			 void *ctx)
+{
+	char line[SDN_PATH_MAX + 64], where[SDN_PATH_MAX + 32];
+	int problems = 0, lineno = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f) {
+		reportf(report, ctx, "cannot read SDNMPI_CONFIG %s: %s", path, strerror(errno));
+		return 1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		snprintf(where, sizeof(where), "%s:%d", path, ++lineno);
+		problems += load_line(cfg, line, where, report, ctx);
+	}
+	fclose(f);
+	return problems;
+}
+
+int sdn_config_load(struct sdn_config *cfg, sdn_getenv_fn get, sdn_report_fn report, void *ctx)
+{
+	static const char *const keys[] = {"SDNMPI_MODE", "SDNMPI_TRACE_DIR", "SDNMPI_JOB"};
+	const char *path = get("SDNMPI_CONFIG");
+	int problems = 0;
+
+	sdn_config_defaults(cfg);
+	if (path && *path)
+		problems += sdn_config_load_file(cfg, path, report, ctx);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const char *v = get(keys[i]);
+		if (v)
+			problems += sdn_config_set(cfg, keys[i], v, report, ctx);
+	}
+	return problems;
+}
+
+void sdn_config_modes_str(unsigned modes, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	if (len)
+		buf[0] = '\0';
+	for (size_t i = 0; i < N_MODES; i++) {
+		if (!(modes & mode_names[i].bit))
+			continue;
+		int w = snprintf(buf + used, len - used, "%s%s", used ? "," : "", mode_names[i].name);
+		if (w < 0 || (size_t)w >= len - used)
+			return;
+		used += (size_t)w;
+	}
+}

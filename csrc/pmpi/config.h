@@ -1,0 +1,46 @@
+/* libsdnmpi configuration: SDNMPI_MODE, SDNMPI_TRACE_DIR, SDNMPI_JOB from the
+ * environment or an SDNMPI_CONFIG file (same keys, KEY=VALUE lines, '#'
+ * comments).  The environment overrides the file.  No MPI dependency. */
+#ifndef SDN_CONFIG_H
+#define SDN_CONFIG_H
+
+#include <stddef.h>
+
+/* Mode bits: the library's four modes. Only profile is implemented so far. */
+#define SDN_MODE_PROFILE 0x1u
+#define SDN_MODE_REGISTER 0x2u
+#define SDN_MODE_PUSH 0x4u
+#define SDN_MODE_TAG 0x8u
+#define SDN_MODES_IMPLEMENTED SDN_MODE_PROFILE
+
+#define SDN_PATH_MAX 4096
+#define SDN_JOB_MAX 256
+
+struct sdn_config {
+	unsigned modes;
+	char trace_dir[SDN_PATH_MAX];
+	char job[SDN_JOB_MAX];
+};
+
+/* Problems are passed to report(ctx, message) (message without prefix). */
+typedef void (*sdn_report_fn)(void *ctx, const char *message);
+/* Environment lookup (getenv in the library, a table in tests). */
+typedef const char *(*sdn_getenv_fn)(const char *name);
+
+/* Defaults: mode profile, trace_dir ".", job "". */
+void sdn_config_defaults(struct sdn_config *cfg);
+/* Parse "profile,tag" into bits; unknown names are reported and skipped.
+ * "off" or "none" alone give 0.  Returns the number of problems. */
+int sdn_config_parse_modes(const char *text, unsigned *modes, sdn_report_fn report, void *ctx);
+/* Set one key (SDNMPI_MODE, SDNMPI_TRACE_DIR, SDNMPI_JOB); unknown keys reported. */
+int sdn_config_set(struct sdn_config *cfg, const char *key, const char *value,
+		   sdn_report_fn report, void *ctx);
+/* Read a KEY=VALUE file; a missing file or bad line is reported. */
+int sdn_config_load_file(struct sdn_config *cfg, const char *path, sdn_report_fn report,
+			 void *ctx);
+/* Defaults, then SDNMPI_CONFIG's file if set, then the environment. */
+int sdn_config_load(struct sdn_config *cfg, sdn_getenv_fn get, sdn_report_fn report, void *ctx);
+/* "profile,tag" for the bits set (buffer of at least 64 bytes). */
+void sdn_config_modes_str(unsigned modes, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,42 @@
+/* JSON writer helpers. */
+#include "jsonw.h"
+
+#include <math.h>
+
+void sdn_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		switch (*p) {
+		case '"':
+			fputs("\\\"", f);
+			break;
+		case '\\':
+			fputs("\\\\", f);
+			break;
+		case '\n':
+			fputs("\\n", f);
+			break;
+		case '\r':
+			fputs("\\r", f);
+			break;
+		case '\t':
+			fputs("\\t", f);
+			break;
+		default:
+			if (*p < 0x20 || *p >= 0x7f)
+				fprintf(f, "\\u%04x", (unsigned)*p);
+			else
+				fputc(*p, f);
+		}
+	}
+	fputc('"', f);
+}
+
+void sdn_json_double(FILE *f, double v)
+{
+	if (isfinite(v))
+		fprintf(f, "%.9f", v);
+	else
+		fputs("null", f);
+}

@@ -1,0 +1,283 @@
+/* Unit tests of libsdnmpi's MPI-free core: configuration, event buffer, JSON
+ * escaping, histogram and the two writers.  Run by tests/pmpi/test_core.py.
+ * Usage: test_core [OUTDIR]   (with OUTDIR: also writes a 2-rank trace there,
+ * which the Python side reads back with its own reader). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "event.h"
+#include "histo.h"
+#include "jsonw.h"
+#include "reqmap.h"
+#include "trace.h"
+
+static int failures, checks;
+
+#define CHECK(cond)                                                                    \
+	do {                                                                           \
+		checks++;                                                              \
+		if (!(cond)) {                                                         \
+			failures++;                                                    \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
+				#cond);                                                \
+		}                                                                      \
+	} while (0)
+
+static char reported[8][512];
+static int n_reported;
+
+static void record_report(void *ctx, const char *msg)
+{
+	(void)ctx;
+	if (n_reported < 8)
+		snprintf(reported[n_reported++], sizeof(reported[0]), "%s", msg);
+}
+
+static const char *fake_env[][2] = {
+	{"SDNMPI_MODE", "profile,tag"},
+	{"SDNMPI_JOB", "job-42"},
+	{"SDNMPI_CONFIG", NULL},
+};
+
+static const char *fake_getenv(const char *name)
+{
+	for (size_t i = 0; i < sizeof(fake_env) / sizeof(fake_env[0]); i++)
+		if (strcmp(fake_env[i][0], name) == 0)
+			return fake_env[i][1];
+	return NULL;
+}
+
+static void test_modes(void)
+{
+	unsigned modes = 99;
+
+	CHECK(sdn_config_parse_modes("profile", &modes, record_report, NULL) == 0);
+	CHECK(modes == SDN_MODE_PROFILE);
+	CHECK(sdn_config_parse_modes("profile, tag,push,register", &modes, NULL, NULL) == 0);
+	CHECK(modes == (SDN_MODE_PROFILE | SDN_MODE_TAG | SDN_MODE_PUSH | SDN_MODE_REGISTER));
+	CHECK(sdn_config_parse_modes("off", &modes, NULL, NULL) == 0 && modes == 0);
+	n_reported = 0;
+	CHECK(sdn_config_parse_modes("profile,bogus", &modes, record_report, NULL) == 1);
+	CHECK(modes == SDN_MODE_PROFILE);
+	CHECK(n_reported == 1 && strstr(reported[0], "unknown mode 'bogus'"));
+}
+
+static void test_config_file(const char *dir)
+{
+	char path[1024];
+	struct sdn_config cfg;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/sdnmpi.conf", dir);
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	fputs("# comment\n\nSDNMPI_TRACE_DIR = /tmp/x y\nSDNMPI_MODE=off\nSDNMPI_COLOUR=red\n"
+	      "garbage line\n", f);
+	fclose(f);
+	fake_env[2][1] = path;
+	n_reported = 0;
+	CHECK(sdn_config_load(&cfg, fake_getenv, record_report, NULL) == 2);
+	CHECK(strcmp(cfg.trace_dir, "/tmp/x y") == 0);
+	CHECK(cfg.modes == (SDN_MODE_PROFILE | SDN_MODE_TAG)); /* env overrides the file */
+	CHECK(strcmp(cfg.job, "job-42") == 0);
+	CHECK(n_reported == 2 && strstr(reported[0], "unknown key 'SDNMPI_COLOUR'"));
+	CHECK(strstr(reported[1], "sdnmpi.conf:6: expected KEY=VALUE"));
+	fake_env[2][1] = "/nonexistent/sdnmpi.conf";
+	n_reported = 0;
+	CHECK(sdn_config_load(&cfg, fake_getenv, record_report, NULL) == 1);
+	CHECK(strstr(reported[0], "cannot read SDNMPI_CONFIG /nonexistent/sdnmpi.conf"));
+	fake_env[2][1] = NULL;
+}
+
+static void test_evbuf(void)
+{
+	struct sdn_evbuf b;
+	int counts[3] = {5, 6, 7};
+	struct sdn_event *e = NULL;
+
+	sdn_evbuf_init(&b);
+	for (int i = 0; i < 5000; i++) {
+		e = sdn_evbuf_push(&b);
+		CHECK(e != NULL);
+		e->bytes = (int64_t)i * 3000000000LL; /* beyond 32 bits */
+	}
+	CHECK(b.n == 5000 && b.cap >= 5000);
+	CHECK(b.ev[4999].bytes == 4999LL * 3000000000LL);
+	CHECK(b.ev[10].peer == SDN_PEER_NONE && b.ev[10].counts_off == -1);
+	e->counts_off = sdn_evbuf_push_counts(&b, counts, 3);
+	e->counts_len = 3;
+	CHECK(e->counts_off == 0 && sdn_event_counts(&b, e)[2] == 7);
+	CHECK(sdn_evbuf_push_counts(&b, counts, 2) == 3);
+	CHECK(strcmp(sdn_kind_name(SDN_KIND_COLLV), "collv") == 0);
+	CHECK(strcmp(sdn_kind_name(99), "unknown") == 0);
+	sdn_evbuf_free(&b);
+	CHECK(b.n == 0 && b.ev == NULL);
+}
+
+static void test_json(void)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	sdn_json_str(f, "a\"b\\c\nd\te\x01\xc3\xa9");
+	fputc(' ', f);
+	sdn_json_str(f, NULL);
+	fputc(' ', f);
+	sdn_json_double(f, 1.5);
+	fclose(f);
+	CHECK(strcmp(buf, "\"a\\\"b\\\\c\\nd\\te\\u0001\\u00c3\\u00a9\" \"\" 1.500000000") == 0);
+	free(buf);
+}
+
+static void test_histo(void)
+{
+	struct sdn_histo h;
+	int64_t sizes[2000];
+	uint64_t counts[2000];
+
+	sdn_histo_init(&h);
+	CHECK(sdn_histo_add(&h, -1, 1) == -1);
+	for (int64_t s = 1000; s >= 0; s--)
+		CHECK(sdn_histo_add(&h, s * 8, (uint64_t)s + 1) == 0);
+	CHECK(sdn_histo_add(&h, 8, 10) == 0);
+	CHECK(h.n == 1001);
+	CHECK(sdn_histo_sorted(&h, sizes, counts) == 1001);
+	CHECK(sizes[0] == 0 && counts[0] == 1);
+	CHECK(sizes[1] == 8 && counts[1] == 12);
+	CHECK(sizes[1000] == 8000 && counts[1000] == 1001);
+	sdn_histo_free(&h);
+}
+
+static void test_reqmap(void)
+{
+	struct sdn_reqmap m;
+	int ok = 1;
+
+	sdn_reqmap_init(&m);
+	CHECK(sdn_reqmap_get(&m, 5) == -1 && sdn_reqmap_take(&m, 5) == -1);
+	for (uint64_t k = 0; k < 3000; k++) /* handles: small ints (MPICH), pointers (Open MPI) */
+		CHECK(sdn_reqmap_put(&m, k < 1500 ? k : 0x7f0000001000ull + 16 * k, (int64_t)k) == 0);
+	CHECK(m.n == 3000);
+	CHECK(sdn_reqmap_put(&m, 7, 70) == 0 && m.n == 3000 && sdn_reqmap_get(&m, 7) == 70);
+	for (uint64_t k = 0; k < 1500; k += 2) /* remove every other entry ... */
+		CHECK(sdn_reqmap_take(&m, k) == (k == 7 ? 70 : (int64_t)k));
+	for (uint64_t k = 0; k < 3000; k++) { /* ... the rest must still be found */
+		uint64_t key = k < 1500 ? k : 0x7f0000001000ull + 16 * k;
+		int64_t want = (k < 1500 && k % 2 == 0) ? -1 : (k == 7 ? 70 : (int64_t)k);
+		ok &= sdn_reqmap_get(&m, key) == want;
+	}
+	CHECK(ok);
+	CHECK(m.n == 3000 - 750);
+	sdn_reqmap_free(&m);
+}
+
+/* A 2-rank trace: rank r sends 3 x 100 B to the other, receives 1 x 40 B, one
+ * allreduce of 16 doubles, an alltoallv with counts {1, 2} ints. */
+static void fill_rank(struct sdn_evbuf *b, int rank)
+{
+	static const int counts[2] = {1, 2};
+	struct sdn_event *e;
+
+	for (int i = 0; i < 3; i++) {
+		e = sdn_evbuf_push(b);
+		e->name = "MPI_Send";
+		e->kind = SDN_KIND_SEND;
+		e->comm_id = 0;
+		e->peer = 1 - rank;
+		e->tag = 7;
+		e->count = 25;
+		e->type_bytes = 4;
+		e->bytes = 100;
+		e->t_start = 0.1 * i;
+		e->t_end = 0.1 * i + 0.01;
+	}
+	e = sdn_evbuf_push(b);
+	e->name = "MPI_Recv";
+	e->kind = SDN_KIND_RECV;
+	e->comm_id = 0;
+	e->peer = 1 - rank;
+	e->tag = 8;
+	e->count = 10;
+	e->type_bytes = 4;
+	e->bytes = 40;
+	e->t_start = 0.4;
+	e->t_end = 0.41;
+	e = sdn_evbuf_push(b);
+	e->name = "MPI_Allreduce";
+	e->coll = "allreduce";
+	e->kind = SDN_KIND_COLL;
+	e->comm_id = 0;
+	e->count = 16;
+	e->type_bytes = 8;
+	e->bytes = 128;
+	e->t_start = 0.5;
+	e->t_end = 0.6;
+	e = sdn_evbuf_push(b);
+	e->name = "MPI_Alltoallv";
+	e->coll = "alltoallv";
+	e->kind = SDN_KIND_COLLV;
+	e->comm_id = 0;
+	e->type_bytes = 4;
+	e->counts_off = sdn_evbuf_push_counts(b, counts, 2);
+	e->counts_len = 2;
+	e->bytes = 12;
+	e->t_start = 0.7;
+	e->t_end = 0.8;
+}
+
+static void test_writers(const char *outdir)
+{
+	static const int32_t world[2] = {0, 1}, self[2][1] = {{0}, {1}};
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	for (int rank = 0; rank < 2; rank++) {
+		struct sdn_comm_info comms[2] = {{0, 2, world}, {1, 1, self[rank]}};
+		struct sdn_trace_meta m = {rank, 2, 1000 + rank, "host\"1", "MPICH Version: 4.0.2",
+					   "unit", 1700000000.5, SDN_MODE_PROFILE, comms, 2};
+		struct sdn_evbuf b;
+
+		sdn_evbuf_init(&b);
+		fill_rank(&b, rank);
+		f = open_memstream(&buf, &len);
+		CHECK(sdn_write_trace(f, &m, &b) == 0);
+		fclose(f);
+		CHECK(strncmp(buf, "{\"schema\":\"sdnmpi-trace/1\",\"rank\":", 34) == 0);
+		CHECK(strstr(buf, "\"host\":\"host\\\"1\"") != NULL);
+		CHECK(strstr(buf, "\"communicators\":[{\"id\":0,\"ranks\":[0,1]}") != NULL);
+		CHECK(strstr(buf, "\"counts\":[1,2]") != NULL);
+		free(buf);
+		f = open_memstream(&buf, &len);
+		CHECK(sdn_write_pfprof(f, &m, &b) == 0);
+		fclose(f);
+		CHECK(strstr(buf, rank ? "\"tx_bytes\": [300, 0]" : "\"tx_bytes\": [0, 300]"));
+		CHECK(strstr(buf, rank ? "\"rx_messages\": [1, 0]" : "\"rx_messages\": [0, 1]"));
+		CHECK(strstr(buf, "\"tx_message_sizes\": [{\"frequency\": 3, \"message_size\": 100}]"));
+		free(buf);
+		if (outdir)
+			CHECK(sdn_write_outputs(outdir, &m, &b, record_report, NULL) == 0);
+		sdn_evbuf_free(&b);
+	}
+	CHECK(sdn_prepare_dir("/proc/sdnmpi-no-such-dir") == -1);
+}
+
+int main(int argc, char **argv)
+{
+	const char *outdir = argc > 1 ? argv[1] : NULL;
+
+	test_modes();
+	test_config_file(outdir ? outdir : "/tmp");
+	test_evbuf();
+	test_json();
+	test_histo();
+	test_reqmap();
+	test_writers(outdir);
+	printf("test_core: %d checks, %d failures\n", checks, failures);
+	return failures ? 1 : 0;
+}

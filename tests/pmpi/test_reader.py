@@ -1,0 +1,291 @@
+"""The sdnmpi-trace reader (src/sdnmpi/formats/sdnmpitrace.py) on hand-written traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sdnmpi.catalog import load_pattern
+from sdnmpi.core.collectives import expand
+from sdnmpi.errors import FormatError
+from sdnmpi.formats.sdnmpitrace import is_sdnmpi_trace, library_of, load_sdnmpi_trace
+
+MPICH = "MPICH Version:\t4.0.2"
+OMPI = "Open MPI v4.1.4, package: Debian OpenMPI"
+
+
+def header(rank: int, nprocs: int, comms: list[list[int]], library: str = MPICH) -> dict:
+    return {
+        "schema": "sdnmpi-trace/1",
+        "rank": rank,
+        "nprocs": nprocs,
+        "host": f"h{rank}",
+        "pid": 100 + rank,
+        "mpi_library": library,
+        "job": "j",
+        "t0_wall": 1000.0,
+        "modes": "profile",
+        "n_events": 0,
+        "dropped_events": 0,
+        "communicators": [{"id": i, "ranks": r} for i, r in enumerate(comms)],
+    }
+
+
+def ev(call: str, kind: str, t: float, **fields: Any) -> dict:
+    return {"call": call, "kind": kind, "t_start": t, "t_end": t + 0.001, **fields}
+
+
+def send(t: float, peer: int, nbytes: int, comm: int = 0) -> dict:
+    return ev(
+        "MPI_Send", "send", t, comm=comm, peer=peer, tag=0, count=nbytes, type_bytes=1, bytes=nbytes
+    )
+
+
+def coll(call: str, name: str, t: float, count: int, tb: int, comm: int = 0, **kw: Any) -> dict:
+    return ev(
+        call, "coll", t, comm=comm, coll=name, count=count, type_bytes=tb, bytes=count * tb, **kw
+    )
+
+
+def write(d: Path, rank: int, head: dict, events: list[dict]) -> None:
+    lines = [json.dumps(head)] + [json.dumps(e) for e in events]
+    (d / f"sdnmpi-trace-{rank}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def world(n: int, rank: int) -> list[list[int]]:
+    return [list(range(n)), [rank]]
+
+
+def test_p2p_is_taken_from_the_sender_side(tmp_path):
+    write(tmp_path, 0, header(0, 2, world(2, 0)), [send(0.1, 1, 100), send(0.2, 1, 50)])
+    recv = ev("MPI_Recv", "recv", 0.1, comm=0, peer=0, tag=0, count=100, type_bytes=1, bytes=100)
+    write(tmp_path, 1, header(1, 2, world(2, 1)), [recv])
+    p = load_sdnmpi_trace(tmp_path)
+    assert p.nprocs == 2
+    assert p.dense().tolist() == [[0, 150], [0, 0]]
+    assert p.total_messages == 2
+    assert len(p.phases) == 1
+    assert p.phases[0].label == "point-to-point (2 messages)"
+    assert p.meta["p2p_bytes"] == 150
+    assert p.meta["processor_names"] == ["h0", "h1"]
+    assert p.meta["calls"] == {"MPI_Recv": 1, "MPI_Send": 2}
+
+
+def test_collective_expanded_once_with_the_library_of_the_header(tmp_path):
+    n = 4
+    for r in range(n):
+        events = [coll("MPI_Allreduce", "allreduce", 0.1, 1024, 8)]
+        write(tmp_path, r, header(r, n, world(n, r), OMPI), events)
+    p = load_sdnmpi_trace(tmp_path)
+    expected = expand("allreduce", n, 1024, type_bytes=8, library="openmpi")
+    assert p.total_bytes == expected.total_bytes
+    assert p.meta["library"] == "openmpi"
+    assert p.meta["expanded"] == {"MPI_Allreduce": 1}
+    assert p.meta["collective_bytes"] == expected.total_bytes
+
+
+def test_split_communicator_ranks_become_world_ranks(tmp_path):
+    # world 4, sub-communicators {0, 2} and {1, 3}; bcast on each from sub rank 1
+    n = 4
+    for r in range(n):
+        sub = [0, 2] if r % 2 == 0 else [1, 3]
+        comms = [*world(n, r), sub]
+        root = sub[1]
+        write(
+            tmp_path, r, header(r, n, comms), [coll("MPI_Bcast", "bcast", 0.1, 64, 1, 2, root=root)]
+        )
+    p = load_sdnmpi_trace(tmp_path)
+    assert p.dense().tolist() == [[0, 0, 0, 0], [0, 0, 0, 0], [64, 0, 0, 0], [0, 64, 0, 0]]
+    assert p.phases[0].label == "MPI_Bcast (2 calls)"
+
+
+def test_v_variants_scan_and_reduce_scatter_are_approximated(tmp_path):
+    n = 3
+    for r in range(n):
+        events = [
+            ev(
+                "MPI_Alltoallv",
+                "collv",
+                0.1,
+                comm=0,
+                coll="alltoallv",
+                type_bytes=4,
+                bytes=0,
+                counts=[1, 2, 3],
+            ),
+            ev(
+                "MPI_Allgatherv",
+                "collv",
+                0.2,
+                comm=0,
+                coll="allgatherv",
+                type_bytes=2,
+                count=0,  # as with MPI_IN_PLACE: the block is counts[r]
+                bytes=0,
+                counts=[1, 2, 3],
+            ),
+            ev(
+                "MPI_Scatterv",
+                "collv",
+                0.3,
+                comm=0,
+                coll="scatterv",
+                type_bytes=1,
+                count=1,
+                bytes=0,
+                root=0,
+                **({"counts": [0, 5, 7]} if r == 0 else {}),
+            ),
+            ev(
+                "MPI_Reduce_scatter",
+                "collv",
+                0.4,
+                comm=0,
+                coll="reduce_scatter",
+                type_bytes=1,
+                bytes=0,
+                counts=[1, 1, 2],
+            ),
+            coll("MPI_Scan", "scan", 0.5, 2, 4),
+        ]
+        write(tmp_path, r, header(r, n, world(n, r)), events)
+    p = load_sdnmpi_trace(tmp_path)
+    labels = [ph.label for ph in p.phases]
+    assert labels == [
+        "MPI_Alltoallv (3 calls)",
+        "MPI_Allgatherv (3 calls)",
+        "MPI_Scatterv (1 call)",
+        "MPI_Reduce_scatter (1 call)",
+        "MPI_Scan (1 call)",
+    ]
+    totals = [ph.total_bytes for ph in p.phases]
+    # alltoallv: rank r sends counts[i]*4 to each i != r: 3 * (1+2+3)*4 - (1+2+3)*4
+    assert totals[0] == 3 * 24 - 24
+    # allgatherv: rank r sends counts[r]*2 bytes to 2 peers
+    assert totals[1] == 2 * (2 + 4 + 6)
+    assert totals[2] == 12
+    # unequal reduce_scatter counts: every rank sends counts[j] to j != itself
+    assert totals[3] == 2 * (1 + 1 + 2)
+    # scan on 3 ranks: masks 1 (0<->1) and 2 (0<->2): 4 messages of 8 bytes
+    assert totals[4] == 32
+    assert p.meta["approximated"] == {
+        "MPI_Allgatherv": 3,
+        "MPI_Alltoallv": 3,
+        "MPI_Reduce_scatter": 1,
+        "MPI_Scan": 1,
+        "MPI_Scatterv": 1,
+    }
+
+
+def test_collv_without_counts_is_listed_not_dropped(tmp_path):
+    e = ev("MPI_Alltoallv", "collv", 0.1, comm=0, coll="alltoallv", type_bytes=4, bytes=0)
+    for r in range(2):
+        write(tmp_path, r, header(r, 2, world(2, r)), [e])
+    p = load_sdnmpi_trace(tmp_path)
+    assert p.meta["not_expanded"] == {"MPI_Alltoallv (counts not recorded)": 2}
+    assert p.phases == ()
+
+
+def test_runs_become_phases_and_too_many_runs_aggregate(tmp_path):
+    events0, events1 = [], []
+    for i in range(5):
+        events0 += [send(i + 0.1, 1, 10), coll("MPI_Barrier", "barrier", i + 0.5, 0, 0)]
+        events1 += [coll("MPI_Barrier", "barrier", i + 0.5, 0, 0)]
+    write(tmp_path, 0, header(0, 2, world(2, 0)), events0)
+    write(tmp_path, 1, header(1, 2, world(2, 1)), events1)
+    runs = load_sdnmpi_trace(tmp_path)
+    assert len(runs.phases) == 10
+    assert runs.meta["grouping"] == "runs"
+    agg = load_sdnmpi_trace(tmp_path, max_phases=4)
+    assert [ph.label for ph in agg.phases] == [
+        "point-to-point (5 messages)",
+        "MPI_Barrier (5 calls)",
+    ]
+    assert agg.meta["grouping"] == "by_call"
+    assert agg.total_bytes == runs.total_bytes == 50
+
+
+def test_detection_library_and_catalog(tmp_path):
+    assert not is_sdnmpi_trace(tmp_path)
+    write(tmp_path, 0, header(0, 1, world(1, 0)), [])
+    assert is_sdnmpi_trace(tmp_path)
+    assert is_sdnmpi_trace(tmp_path / "sdnmpi-trace-0.jsonl")
+    assert library_of(OMPI) == "openmpi"
+    assert library_of(MPICH) == "mpich"
+    # a pfprof file beside it (as the library writes) does not change the dispatch
+    (tmp_path / "oxton-result0.json").write_text("{}")
+    p = load_pattern(str(tmp_path))
+    assert p.meta["format"] == "sdnmpi-trace"
+    assert load_sdnmpi_trace(tmp_path / "sdnmpi-trace-0.jsonl").nprocs == 1
+
+
+def two_ranks(tmp_path: Path, events1: list[dict] | None = None, head1: dict | None = None):
+    write(tmp_path, 0, header(0, 2, world(2, 0)), [send(0.1, 1, 10)])
+    write(tmp_path, 1, head1 or header(1, 2, world(2, 1)), events1 or [])
+
+
+@pytest.mark.parametrize(
+    ("head1", "events1", "message"),
+    [
+        (header(1, 3, world(3, 1)), None, "disagree on nprocs"),
+        (
+            {**header(1, 2, world(2, 1)), "schema": "other/9"},
+            None,
+            "sdnmpi-trace-1.jsonl:1: schema must be",
+        ),
+        ({**header(1, 2, world(2, 1)), "rank": 0}, None, "file name says rank 1"),
+        (None, [ev("MPI_X", "bogus", 0.1)], "sdnmpi-trace-1.jsonl:2: unknown kind 'bogus'"),
+        (None, [send(0.1, 5, 1)], "sdnmpi-trace-1.jsonl:2: peer must be a world rank < 2"),
+        (None, [send(0.1, 0, 1, comm=7)], "communicator 7 not in the header"),
+        (
+            None,
+            [send(0.1, 0, 1), {**send(0.2, 0, 1), "bytes": -1}],
+            "sdnmpi-trace-1.jsonl:3: bytes must be >= 0",
+        ),
+        (
+            None,
+            [coll("MPI_Bcast", "bcast", 0.1, 4, 1, root=1), {"call": "MPI_Send"}],
+            "sdnmpi-trace-1.jsonl:3: unknown kind None",
+        ),
+        (
+            None,
+            [
+                ev(
+                    "MPI_Alltoallv",
+                    "collv",
+                    0.1,
+                    comm=0,
+                    coll="alltoallv",
+                    type_bytes=1,
+                    bytes=0,
+                    counts=[1],
+                )
+            ],
+            "counts must be one non-negative integer per member",
+        ),
+    ],
+)
+def test_malformed_traces_name_file_and_line(tmp_path, head1, events1, message):
+    two_ranks(tmp_path, events1, head1)
+    with pytest.raises(FormatError, match=message.replace(".", r"\.")):
+        load_sdnmpi_trace(tmp_path)
+
+
+def test_missing_rank_and_bad_json(tmp_path):
+    write(tmp_path, 0, header(0, 3, world(3, 0)), [])
+    write(tmp_path, 2, header(2, 3, world(3, 2)), [])
+    with pytest.raises(FormatError, match=r"ranks \[1\] are missing"):
+        load_sdnmpi_trace(tmp_path)
+    write(tmp_path, 1, header(1, 3, world(3, 1)), [])
+    with (tmp_path / "sdnmpi-trace-1.jsonl").open("a") as fh:
+        fh.write('{"call": "MPI_Send", "kind": \n')
+    with pytest.raises(FormatError, match=r"sdnmpi-trace-1\.jsonl:2: not valid JSON"):
+        load_sdnmpi_trace(tmp_path)
+    (tmp_path / "sdnmpi-trace-1.jsonl").write_text("")
+    with pytest.raises(FormatError, match="empty file"):
+        load_sdnmpi_trace(tmp_path)
+    with pytest.raises(FormatError, match="not a directory"):
+        load_sdnmpi_trace(tmp_path / "nothing")
