@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
-from sdnmpi.node.agent import Agent, AgentConfig, LocalHub
+from sdnmpi.node.agent import Agent, AgentConfig, ControllerHub, LocalHub
 from sdnmpi.node.bpf import ConnContext, Counters, FourTuple, Tagger
+from sdnmpi.node.procnet import Endpoint
 
 
 class FakeTagger:
@@ -88,3 +91,52 @@ def test_register_status_unregister(agent: Agent) -> None:
     assert ask(agent, {"op": "unregister"}) == {"ok": True}
     assert ask(agent, {"op": "unregister"}) == {"ok": False}
     assert ask(agent, {"op": "status"})["ranks"] == []
+
+
+def test_controller_hub_fails_open_and_logs_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    hub = ControllerHub(tmp_path / "nobody.sock", "h1", timeout_s=0.5)
+    assert hub.joined("7", 0, 2, None) is None
+    assert hub.resolve("7", 0, (Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))) is None
+    hub.left("7", 0)
+    assert sum("unreachable" in r.message for r in caplog.records) == 1
+
+
+def test_controller_hub_speaks_the_tag_ops(tmp_path: Path) -> None:
+    path = tmp_path / "api.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    seen: list[dict[str, Any]] = []
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn, conn.makefile("rwb") as stream:
+            for line in stream:
+                req = json.loads(line)
+                seen.append(req)
+                reply: dict[str, Any] = {"ok": True, "job_slot": 9, "peer": 3}
+                if req["op"] == "tag_leave":
+                    reply = {"ok": False, "error": "no"}
+                stream.write(json.dumps(reply).encode() + b"\n")
+                stream.flush()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    hub = ControllerHub(path, "h4")
+    try:
+        assert hub.joined("7", 1, 4, 2) == 9
+        conn = (Endpoint("10.0.0.4", 1024), Endpoint("10.0.0.1", 50000))
+        assert hub.resolve("7", 1, conn) == 3
+        hub.left("7", 1)  # refused: logged, not raised
+    finally:
+        hub.close()
+        thread.join(timeout=5)
+        server.close()
+    assert seen == [
+        {"op": "tag_join", "job": "7", "rank": 1, "nprocs": 4, "host": "h4"},
+        {"op": "tag_conn", "job": "7", "rank": 1, "local": "10.0.0.4:1024",
+         "remote": "10.0.0.1:50000"},
+        {"op": "tag_leave", "job": "7", "rank": 1},
+    ]  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
 from pathlib import Path
 from types import FrameType
@@ -30,13 +31,22 @@ def run_command(
     scan_interval_s: float = typer.Option(
         0.1, "--scan-interval", help="Seconds between scans of the ranks' TCP sockets."
     ),
+    controller_api: Path | None = typer.Option(
+        None,
+        "--controller-api",
+        help="The controller's API socket: job slots and peers come from it (default: "
+        "the job slot the ranks ask for, SDNMPI_JOB_SLOT).",
+    ),
+    host: str | None = typer.Option(
+        None, "--host", help="This host's name in the fabric (default: the hostname)."
+    ),
     pidfile: Path | None = typer.Option(
         None, "--pidfile", help="Write the PID here once serving; removed at exit."
     ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
 ) -> None:
     """Attach the tagger to IFACE (in this network namespace) and serve ranks until SIGTERM."""
-    from sdnmpi.node.agent import Agent, AgentConfig, LocalHub
+    from sdnmpi.node.agent import Agent, AgentConfig, ControllerHub, Hub, LocalHub
 
     if scan_interval_s <= 0:
         raise ConfigError(f"--scan-interval must be > 0, got {scan_interval_s}")
@@ -46,7 +56,10 @@ def run_command(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(name)s %(levelname)s: %(message)s",
     )
-    agent = Agent(AgentConfig(iface, socket_path, bpf_object, scan_interval_s), LocalHub())
+    hub: Hub = LocalHub()
+    if controller_api is not None:
+        hub = ControllerHub(controller_api, host or socket.gethostname())
+    agent = Agent(AgentConfig(iface, socket_path, bpf_object, scan_interval_s), hub)
     stop = threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:

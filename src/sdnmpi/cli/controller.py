@@ -52,6 +52,15 @@ def run_command(
         '{"op": "install_job", "job_id": N, "pairs": {"h1>h3": ["h1", "leaf1", ...]}} '
         'and {"op": "remove_job", "job_id": N}; each answered after the barriers confirm.',
     ),
+    tag_budget: int | None = typer.Option(
+        None, "--tag-budget", help="MPI-tag rules allowed per switch (default: no limit)."
+    ),
+    primitives: str = typer.Option(
+        "",
+        "--primitives",
+        help="Which module routes which MPI primitive's tagged packets, e.g. "
+        "'unisonflow' or 'bcast=pinned:spine1,reduce=pinned:spine2' (default: standard).",
+    ),
     state_file: Path | None = typer.Option(
         None,
         "--state-file",
@@ -75,7 +84,10 @@ def run_command(
         format="%(asctime)s %(name)s %(levelname)s: %(message)s",
     )
     model = catalog.load_topology(topology) if topology is not None else None
-    planner = Planner(model, PlannerConfig(router=router, fallback_router=fallback_router))
+    config = PlannerConfig(
+        router=router, fallback_router=fallback_router, tag_budget=tag_budget, primitives=primitives
+    )
+    planner = Planner(model, config)
     store = JobStore(state_file) if state_file is not None else None
     if store is not None:
         store.check_writable()

@@ -227,13 +227,18 @@ def agents_up_command(
     bpf_object: Path | None = typer.Option(
         None, "--bpf-object", help="Compiled tagger (default build/bpf/tagger.bpf.o)."
     ),
+    controller_api: Path | None = typer.Option(
+        None, "--controller-api", help="The controller's API socket (job slots, peers)."
+    ),
     verbose: bool = VERBOSE,
 ) -> None:
     """Start `sdnmpi agent run` in every host (all or none)."""
     from sdnmpi.emu import agents
 
     _logging(verbose)
-    sockets = agents.up(name, state_root=state_root, bpf_object=bpf_object)
+    sockets = agents.up(
+        name, state_root=state_root, bpf_object=bpf_object, controller_api=controller_api
+    )
     plan = runner.require_state(name, state_root).plan()
     console.print(
         f"{len(sockets)} agents up; ranks find theirs with "

@@ -66,6 +66,7 @@ from sdnmpi.controller.flows import (
 from sdnmpi.controller.jobstore import JobPairs, JobStore
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.portstats import PortStats
+from sdnmpi.controller.tagservice import TAG_OPS, TagService
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError, SdnMpiError
 
@@ -133,6 +134,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._last_event = time.monotonic()
         self._started = time.monotonic()
         self._synced_once = False
+        #: Node agents' reports: job slots, placements, tagged jobs.
+        self.tags = TagService(self.planner)
         #: The jobs' routes by node names, as accepted (what the job store holds).
         self.job_pairs: dict[int, JobPairs] = {}
         self.threads.append(hub.spawn(self._sync_loop))
@@ -363,6 +366,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
 
     def api_request(self, line: bytes) -> dict[str, Any]:
         """Answer one request line; errors are replies (``ok: false``), never exceptions."""
+        tag_req = _tag_request(line)
+        if tag_req is not None:
+            return self._tag_request(tag_req)
         try:
             op, job_id, pairs = parse_request(line)
             t0 = time.monotonic()
@@ -392,6 +398,24 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             "seconds": round(elapsed, 4),
             **({} if confirmed else {"error": "barriers not confirmed in time"}),
         }
+
+    def _tag_request(self, req: dict[str, Any]) -> dict[str, Any]:
+        """A node agent's report (:mod:`~sdnmpi.controller.tagservice`)."""
+        try:
+            with self.lock:
+                if not self._synced_once:
+                    raise ConfigError("the fabric is not discovered yet")
+                reply, msgs = self.tags.handle(req)
+                confirmed = self._send_confirmed(msgs) if msgs else True
+        except SdnMpiError as exc:
+            log.info("%s refused: %s", req.get("op"), exc)
+            return {"ok": False, "error": str(exc)}
+        if msgs:
+            mods = sum(isinstance(m, FlowRule) for m in msgs)
+            log.info(
+                "%s %s: %d flow-mods, confirmed=%s", req["op"], req.get("job"), mods, confirmed
+            )
+        return {**reply, "ok": confirmed}
 
     def _send_confirmed(self, msgs: list[Message]) -> bool:
         """Send and wait (lock held, released while waiting) for the barrier replies."""
@@ -435,6 +459,17 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
 
 
 _API_KEYS = {"install_job": {"op", "job_id", "pairs"}, "remove_job": {"op", "job_id"}}
+
+
+def _tag_request(line: bytes) -> dict[str, Any] | None:
+    """The request as an object if it is one of the agents' ``tag_*`` ops, else None."""
+    try:
+        obj = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if isinstance(obj, dict) and obj.get("op") in TAG_OPS:
+        return obj
+    return None
 
 
 def parse_request(line: bytes) -> tuple[str, int, dict[tuple[str, str], list[str]]]:

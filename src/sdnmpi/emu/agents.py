@@ -48,6 +48,7 @@ def up(
     *,
     state_root: Path = DEFAULT_STATE_ROOT,
     bpf_object: Path | None = None,
+    controller_api: Path | None = None,
     timeout_s: float = 30.0,
 ) -> dict[str, Path]:
     """Start one agent per host; host -> its socket.  All or none: on failure, stop them."""
@@ -68,6 +69,8 @@ def up(
             argv += [f"--socket={sockets[h.name]}", f"--pidfile={pidfiles[h.name]}"]
             if bpf_object is not None:
                 argv.append(f"--bpf-object={bpf_object}")
+            if controller_api is not None:
+                argv += [f"--controller-api={controller_api}", f"--host={h.name}"]
             with (adir / f"{h.name}.log").open("ab") as out:
                 procs[h.name] = subprocess.Popen(
                     host_argv(plan, h.name, argv),

@@ -48,7 +48,9 @@ _SIOCGIFADDR = 0x8915
 class Hub(Protocol):
     """Fabric-wide knowledge the agent asks for."""
 
-    def job_slot(self, job: str, requested: int | None) -> int | None: ...
+    def joined(self, job: str, rank: int, nprocs: int, requested: int | None) -> int | None:
+        """Rank ``rank`` registered here; the job's slot (``None``: run untagged)."""
+        ...
 
     def resolve(self, job: str, rank: int, conn: Conn) -> int | None: ...
 
@@ -66,7 +68,7 @@ class LocalHub:
     mirrors: MirrorResolver = field(default_factory=MirrorResolver)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def job_slot(self, job: str, requested: int | None) -> int | None:
+    def joined(self, job: str, rank: int, nprocs: int, requested: int | None) -> int | None:
         return requested
 
     def resolve(self, job: str, rank: int, conn: Conn) -> int | None:
@@ -76,6 +78,72 @@ class LocalHub:
     def left(self, job: str, rank: int) -> None:
         with self.lock:
             self.mirrors.forget(job, rank)
+
+
+class ControllerHub:
+    """The controller as the hub: ``tag_join`` / ``tag_conn`` / ``tag_leave`` on its API
+    socket (see :mod:`sdnmpi.controller.tagservice`).  Fail-open: when the controller
+    is down or slow, the answer is "no slot" / "unknown peer" and the job runs
+    untagged on default routes; the reason is logged once."""
+
+    def __init__(self, api_socket: Path, host: str, timeout_s: float = 2.0) -> None:
+        self.api_socket, self.host, self.timeout_s = api_socket, host, timeout_s
+        self._sock: socket.socket | None = None
+        self._lines: Any = None
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+
+    def joined(self, job: str, rank: int, nprocs: int, requested: int | None) -> int | None:
+        req: dict[str, Any] = {"op": "tag_join", "job": job, "rank": rank, "nprocs": nprocs}
+        req["host"] = self.host
+        reply = self._call(req)
+        slot = reply.get("job_slot") if reply is not None else None
+        return slot if isinstance(slot, int) else None
+
+    def resolve(self, job: str, rank: int, conn: Conn) -> int | None:
+        local, remote = conn
+        req: dict[str, Any] = {"op": "tag_conn", "job": job, "rank": rank}
+        reply = self._call(
+            {**req, "local": f"{local.ip}:{local.port}", "remote": f"{remote.ip}:{remote.port}"}
+        )
+        peer = reply.get("peer") if reply is not None else None
+        return peer if isinstance(peer, int) else None
+
+    def left(self, job: str, rank: int) -> None:
+        self._call({"op": "tag_leave", "job": job, "rank": rank})
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _call(self, req: dict[str, Any]) -> dict[str, Any] | None:
+        with self._lock:
+            try:
+                if self._sock is None:
+                    self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    self._sock.settimeout(self.timeout_s)
+                    self._sock.connect(str(self.api_socket))
+                    self._lines = self._sock.makefile("rb")
+                self._sock.sendall(json.dumps(req).encode() + b"\n")
+                reply = json.loads(self._lines.readline())
+            except (OSError, ValueError) as exc:
+                self._drop()
+                self._warn("down", f"controller {self.api_socket} unreachable ({exc}): untagged")
+                return None
+        if not isinstance(reply, dict) or not reply.get("ok"):
+            self._warn(str(req["op"]), f"controller refused {req['op']}: {reply}")
+            return None
+        return reply
+
+    def _drop(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+        self._sock = self._lines = None
+
+    def _warn(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("%s", message)
 
 
 @dataclass(frozen=True)
@@ -248,7 +316,7 @@ class Agent:
             raise AgentError("job_slot must be an integer")
         reg = self.core.register(pid, uid, job, rank, nprocs)
         try:
-            self.core.set_job_slot(job, self.hub.job_slot(job, requested))
+            self.core.set_job_slot(job, self.hub.joined(job, rank, nprocs, requested))
             fd = self.tagger.create_context(reg.ctx_slot)
             listen = _listen_ports(pid)
         except BaseException:

@@ -1,0 +1,165 @@
+"""The node agents' requests to the controller: pure parsing and handling.
+
+Ops (JSON objects on the controller's API socket, next to ``install_job``):
+
+``{"op": "tag_join", "job": J, "rank": R, "nprocs": N, "host": H}``
+    rank R of job J runs on host H; answered with the job's ``job_slot``.  When
+    the last rank has joined, the job is registered with the planner for tagged
+    routing (proactively for the collectives announced with ``tag_collectives``).
+``{"op": "tag_conn", "job": J, "rank": R, "local": "IP:PORT", "remote": "IP:PORT"}``
+    a connection R holds whose peer its agent cannot tell; answered with
+    ``peer`` (a rank, or null until the other end has reported it).
+``{"op": "tag_leave", "job": J, "rank": R}``
+    R finished or died; the job's tag rules go when its last rank leaves.
+``{"op": "tag_collectives", "job": J, "collectives": [{"name": "bcast", "root": 0,
+"count": 1048576, "type_bytes": 1, "comm": null}, ...]}``
+    what the job will run (proactive rules); may come before or after the ranks.
+
+The planner's tagged-job id is the job name if it is a number (a scheduler's
+job id), else ``2**47 + slot``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sdnmpi.controller.flows import Message
+from sdnmpi.controller.planner import Planner
+from sdnmpi.controller.primitives.base import Collective
+from sdnmpi.controller.taghub import TagHub
+from sdnmpi.errors import ConfigError, RoutingError
+from sdnmpi.node.procnet import Endpoint
+
+TAG_OPS: dict[str, set[str]] = {
+    "tag_join": {"op", "job", "rank", "nprocs", "host"},
+    "tag_conn": {"op", "job", "rank", "local", "remote"},
+    "tag_leave": {"op", "job", "rank"},
+    "tag_collectives": {"op", "job", "collectives"},
+}
+_NAMED_JOB_BASE = 1 << 47
+#: A reply and the messages to send before it is given.
+Answer = tuple[dict[str, Any], list[Message]]
+
+
+def planner_job_id(job: str, slot: int) -> int:
+    """The planner's (cookie) job id of tagged job ``job``.
+
+    >>> planner_job_id("4711", 3), planner_job_id("cg-run", 3) == 2**47 + 3
+    (4711, True)
+    """
+    if job.isdigit() and int(job) < _NAMED_JOB_BASE:
+        return int(job)
+    return _NAMED_JOB_BASE + slot
+
+
+@dataclass
+class TagService:
+    """Applies agents' reports to the hub and the planner; returns replies and messages."""
+
+    planner: Planner
+    hub: TagHub = field(default_factory=TagHub)
+    collectives: dict[str, tuple[Collective, ...]] = field(default_factory=dict)
+    registered: dict[str, int] = field(default_factory=dict)
+
+    def handle(self, req: dict[str, Any]) -> Answer:
+        """One request (already a JSON object whose op is in :data:`TAG_OPS`)."""
+        op = req["op"]
+        if set(req) != TAG_OPS[op]:
+            raise ConfigError(f"{op} takes keys {sorted(TAG_OPS[op])}, got {sorted(req)}")
+        job = _text(req, "job")
+        if op == "tag_collectives":
+            return self._collectives(job, req["collectives"])
+        rank = _int(req, "rank")
+        if op == "tag_join":
+            return self._join(job, rank, _int(req, "nprocs"), _text(req, "host"))
+        if op == "tag_conn":
+            conn = (_endpoint(req["local"]), _endpoint(req["remote"]))
+            return {"ok": True, "peer": self.hub.conn(job, rank, conn)}, []
+        done = self.hub.leave(job, rank)
+        msgs = self._unregister(job) if done is not None else []
+        return {"ok": True, "job_done": done is not None}, msgs
+
+    def _join(self, job: str, rank: int, nprocs: int, host: str) -> Answer:
+        new = job not in self.hub.jobs or rank not in self.hub.jobs[job].hosts
+        entry = self.hub.join(job, rank, nprocs, host)
+        msgs: list[Message] = []
+        if entry.complete and job not in self.registered:
+            try:
+                msgs = self._register(job)
+            except BaseException:
+                if new:  # nothing half-applied: the rank has not joined
+                    self.hub.leave(job, rank)
+                raise
+        return {"ok": True, "job_slot": entry.slot, "complete": entry.complete}, msgs
+
+    def _collectives(self, job: str, raw: Any) -> Answer:
+        if not isinstance(raw, list):
+            raise ConfigError("collectives must be a list of objects")
+        self.collectives[job] = tuple(_collective(c) for c in raw)
+        msgs: list[Message] = []
+        if job in self.registered:  # re-register with the new announcement
+            msgs = self._unregister(job) + self._register(job)
+        return {"ok": True, "collectives": len(self.collectives[job])}, msgs
+
+    def _register(self, job: str) -> list[Message]:
+        entry = self.hub.jobs[job]
+        job_id = planner_job_id(job, entry.slot)
+        msgs = self.planner.register_tagged_job(
+            job_id, entry.slot, entry.nprocs, dict(entry.hosts), self.collectives.get(job, ())
+        )
+        self.registered[job] = job_id
+        return msgs
+
+    def _unregister(self, job: str) -> list[Message]:
+        job_id = self.registered.pop(job, None)
+        if job_id is None:
+            return []
+        if job not in self.hub.jobs:  # the job ended: forget its announcement too
+            self.collectives.pop(job, None)
+        return self.planner.unregister_tagged_job(job_id)
+
+
+def _text(req: dict[str, Any], key: str) -> str:
+    value = req[key]
+    if not isinstance(value, str) or not value or len(value) > 64:
+        raise ConfigError(f"{key} must be a string of 1..64 characters, got {value!r}")
+    return value
+
+
+def _int(req: dict[str, Any], key: str) -> int:
+    value = req[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key} must be an integer, got {value!r}")
+    return value
+
+
+def _endpoint(text: Any) -> Endpoint:
+    if not isinstance(text, str) or text.count(":") != 1:
+        raise ConfigError(f"endpoint {text!r}: want 'IP:PORT'")
+    ip, port = text.split(":")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"endpoint {text!r}: bad port")
+    return Endpoint(ip, int(port))
+
+
+_COLLECTIVE_KEYS = {"name", "root", "count", "type_bytes", "comm"}
+
+
+def _collective(obj: Any) -> Collective:
+    if not isinstance(obj, dict) or not set(obj) <= _COLLECTIVE_KEYS or "name" not in obj:
+        raise ConfigError(f"collective {obj!r}: want an object with name and {_COLLECTIVE_KEYS}")
+    ints = {k: obj[k] for k in ("root", "count", "type_bytes") if k in obj}
+    if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in ints.values()):
+        raise ConfigError(f"collective {obj!r}: root, count, type_bytes must be integers >= 0")
+    comm = obj.get("comm")
+    if comm is not None and (not isinstance(comm, list) or not all(_is_int(r) for r in comm)):
+        raise ConfigError(f"collective {obj!r}: comm must be null or a list of world ranks")
+    try:
+        return Collective(obj["name"], comm=tuple(comm) if comm is not None else None, **ints)
+    except RoutingError as exc:  # an unknown collective name
+        raise ConfigError(f"collective {obj!r}: {exc}") from None
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
