@@ -23,7 +23,8 @@ _COUNTERS = re.compile(r" (duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*,"
 class Controller:
     """``sdnmpi controller run`` as a child process, stopped by its PID."""
 
-    def __init__(self, port: int, topology: Path, workdir: Path) -> None:
+    def __init__(self, port: int, topology: Path, workdir: Path, *extra: str) -> None:
+        self.extra = extra
         self.port = port
         self.topology = topology
         self.workdir = workdir
@@ -42,6 +43,7 @@ class Controller:
         argv += ["controller", "run", "--port", str(self.port), "--topology", str(self.topology)]
         argv += ["--stats-interval", "1", "--stats-out", str(self.stats_path)]
         argv += ["--api-socket", str(self.api_path), "--state-file", str(self.state_path)]
+        argv += list(self.extra)
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         wait_for("the controller to listen", lambda: "listening on" in self.log(), 20)

@@ -4,7 +4,9 @@ argv: AGENT_SOCKET JOB RANK NPROCS JOB_SLOT LISTEN_IP LISTEN_PORT.  It listens (
 does in MPI_Init), registers, prints the reply as JSON, then obeys stdin lines:
 ``ranks JSON`` -> send the rank table; ``connect IP PORT`` -> open a TCP connection;
 ``prim N`` -> publish primitive N; ``send K`` -> write K bytes on every connection
-(non-blocking: tagged frames reach no switch here); ``status``; ``quit``.
+(non-blocking: tagged frames reach no switch here); ``sendall K`` -> write K bytes on
+every connection and wait until they are sent; ``received`` -> bytes read from the
+connections accepted so far; ``status``; ``quit``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import os
 import socket
 import sys
+import threading
 
 from sdnmpi.node.client import AgentClient, AgentRefusedError
 
@@ -22,6 +25,21 @@ def main() -> None:
     path, job, rank, nprocs, slot, ip, port = sys.argv[1:8]
     listener = socket.create_server((ip, int(port)))
     conns: list[socket.socket] = []
+    received = [0]
+
+    def drain(c: socket.socket) -> None:
+        while data := c.recv(1 << 16):
+            received[0] += len(data)
+
+    def accept() -> None:
+        while True:
+            try:
+                c, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=drain, args=(c,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
     agent = AgentClient(path)
     try:
         reg = agent.register(job, int(rank), int(nprocs), int(slot))
@@ -48,6 +66,12 @@ def main() -> None:
                 for c in conns:
                     with contextlib.suppress(BlockingIOError):
                         c.send(bytes(int(arg)))
+            elif cmd == "sendall":
+                for c in conns:
+                    c.settimeout(30)
+                    c.sendall(bytes(int(arg)))
+            elif cmd == "received":
+                out = received[0]
             elif cmd == "status":
                 out = agent.status()
             elif cmd == "quit":

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from sdnmpi.node.agent import Agent, AgentConfig, LocalHub
 from sdnmpi.node.bpf import ConnContext, FourTuple
 from sdnmpi.testing.waits import wait_for
 from tests.bpf.netns import inside, sh
+from tests.node.ranks import FakeRank
 
 pytestmark = pytest.mark.integration
 
@@ -85,34 +85,8 @@ def bpf_object(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build / "bpf" / "tagger.bpf.o"
 
 
-class Rank:
-    """fake_rank.py in a namespace, driven line by line."""
-
-    def __init__(self, netns: str, sock: Path, rank: int, port: int) -> None:
-        argv = ["ip", "netns", "exec", netns, sys.executable, str(HERE / "fake_rank.py")]
-        argv += [str(sock), "job7", str(rank), "2", "3", IP_A, str(port)]
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )  # fmt: skip
-        self.hello = self.read()
-
-    def read(self) -> object:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        assert line, "fake rank exited"
-        return json.loads(line)
-
-    def do(self, line: str) -> object:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        return self.read()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
+def rank(netns: str, sock: Path, rank: int, port: int) -> FakeRank:
+    return FakeRank(["ip", "netns", "exec", netns], sock, "job7", rank, 2, IP_A, port, 3)
 
 
 def test_agent_tags_a_ranks_connection_and_cleans_up(hosts: Hosts, bpf_object: Path) -> None:
@@ -122,19 +96,19 @@ def test_agent_tags_a_ranks_connection_and_cleans_up(hosts: Hosts, bpf_object: P
         ["ip", "netns", "exec", hosts.b, sys.executable, "-c", SERVER, IP_B],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    ranks: list[Rank] = []
+    ranks: list[FakeRank] = []
     with inside(hosts.a):
         agent = Agent(cfg, LocalHub())
         agent.start()
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-        r0 = Rank(hosts.a, sock, 0, 5000)
+        r0 = rank(hosts.a, sock, 0, 5000)
         ranks.append(r0)
         assert isinstance(r0.hello, dict), r0.hello
         assert (r0.hello["ctx_slot"], r0.hello["ip"], r0.hello["listen_ports"]) == (0, IP_A, [5000])
         pid = r0.hello["pid"]
         # another process claiming rank 0 of the same job is refused
-        liar = Rank(hosts.a, sock, 0, 5003)
+        liar = rank(hosts.a, sock, 0, 5003)
         ranks.append(liar)
         assert "rank 0 of job job7 is process" in str(liar.hello)
         # a rank table that gives rank 0 another PID is refused
@@ -160,7 +134,7 @@ def test_agent_tags_a_ranks_connection_and_cleans_up(hosts: Hosts, bpf_object: P
         r0.kill()
         wait_for("rank 0 gone", lambda: agent.status()["ranks"] == [], 5)
         assert agent.tagger.connection(mpi) is None
-        r1 = Rank(hosts.a, sock, 1, 5004)
+        r1 = rank(hosts.a, sock, 1, 5004)
         ranks.append(r1)
         assert isinstance(r1.hello, dict) and r1.hello["ctx_slot"] == 0
     finally:

@@ -1,0 +1,178 @@
+"""MPI context tags end to end: OVS fabric, os-ken controller, node agents with the eBPF
+tagger, ranks (fake, driven line by line) on two hosts.
+
+The controller pins Bcast tags to spine1 and Reduce tags to spine2.  One TCP
+connection between rank 0 (h1) and rank 1 (h3) carries Bcast traffic, then Reduce
+traffic: each crosses its spine (port counters), the receiver gets every byte (the
+last switch restores the real MAC), and a job that announced its collectives causes
+no packet-in.  When the ranks leave, the job's tag rules go.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sdnmpi import catalog
+from sdnmpi.core.generators import leaf_spine
+from sdnmpi.emu import agents, runner
+from sdnmpi.emu.plan import DEFAULT_STATE_ROOT, FabricPlan, make_plan
+from sdnmpi.node.client import AgentClient
+from sdnmpi.testing.waits import free_port, wait_for
+from sdnmpi.wire.tag import Primitive
+from tests.controller_integration.support import Controller, api
+from tests.emu.support import (
+    assert_clean,
+    daemon_pids,
+    ofctl,
+    port_rx_bytes,
+    require_root_and_tools,
+    sdnmpi,
+    unique_name,
+)
+from tests.node.ranks import FakeRank
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+TAG_COOKIE = "cookie=0x5d05"
+MISS = re.compile(r"priority=1,.*dl_dst=a2:00:00:00:00:00/f3:00:00:00:00:00.*")
+VOLUME = 400_000
+
+
+@dataclass
+class Tagged:
+    plan: FabricPlan
+    controller: Controller
+
+
+@pytest.fixture(scope="module")
+def tagged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tagged]:
+    require_root_and_tools()
+    res = subprocess.run(["make", "-s", "-C", str(ROOT), "bpf"], capture_output=True, text=True,
+                         check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    workdir = tmp_path_factory.mktemp("tag")
+    topo_file = workdir / "leaf-spine-2x2x2.json"
+    catalog.save_topology(leaf_spine(2, 2, 2), topo_file)
+    primitives = "bcast=pinned:spine1,reduce=pinned:spine2"
+    ctl = Controller(free_port(), topo_file, workdir, "--primitives", primitives)
+    plan = make_plan(leaf_spine(2, 2, 2), unique_name("tag"), state_root=DEFAULT_STATE_ROOT)
+    pids: list[int] = []
+    try:
+        ctl.start()
+        res = sdnmpi("emu", "up", "--topology", str(topo_file), "--name", plan.name,
+                     "--controller", f"tcp:127.0.0.1:{ctl.port}")  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        pids = daemon_pids(plan)
+        wait_for("discovery", lambda: "discovery complete" in ctl.log(), 30)
+        agents.up(plan.name, controller_api=ctl.api_path)
+        yield Tagged(plan, ctl)
+    finally:
+        ctl.stop()
+        runner.down(plan.name)
+        assert_clean(plan, pids)
+
+
+def _bridge(plan: FabricPlan, switch: str) -> str:
+    return next(b.bridge for b in plan.bridges if b.switch == switch)
+
+
+def _spine_rx(plan: FabricPlan) -> dict[str, int]:
+    """Bytes each spine received from leaf1 (port 1)."""
+    return {s: port_rx_bytes(plan, _bridge(plan, s))[1] for s in ("spine1", "spine2")}
+
+
+def _misses(plan: FabricPlan) -> int:
+    """Packets that hit the tag-miss rule (sent to the controller) on every switch."""
+    total = 0
+    for b in plan.bridges:
+        for line in ofctl(plan, "dump-flows", b.bridge).splitlines():
+            if MISS.search(line):
+                total += int(re.search(r"n_packets=(\d+)", line).group(1))  # type: ignore[union-attr]
+    return total
+
+
+def _tag_rules(plan: FabricPlan) -> int:
+    return sum(
+        TAG_COOKIE in ln
+        for b in plan.bridges
+        for ln in ofctl(plan, "dump-flows", b.bridge).splitlines()
+    )
+
+
+def _job(t: Tagged, job: str) -> tuple[FakeRank, FakeRank]:
+    plan = t.plan
+    ranks = []
+    for rank, host in enumerate(("h1", "h3")):
+        h = plan.host(host)
+        prefix = runner.host_argv(plan, host, [])
+        sock = agents.agent_dir(plan) / f"{host}.sock"
+        ranks.append(FakeRank(prefix, sock, job, rank, 2, h.ip, 6000 + rank))
+    r0, r1 = ranks
+    hellos = [r.hello for r in ranks]
+    assert all(isinstance(h, dict) and "pid" in h for h in hellos), hellos
+    table = [[i, h["ip"], h["pid"], h["listen_ports"]] for i, h in enumerate(hellos)]  # type: ignore[index]
+    for r in ranks:
+        assert r.do(f"ranks {json.dumps(table)}") == "ok"
+    assert isinstance(r0.do(f"connect {plan.host('h3').ip} 6001"), list)
+    sock = agents.agent_dir(plan) / "h1.sock"
+
+    def tagged_conn() -> bool:
+        with AgentClient(sock) as c:
+            return any(r["tagged"] for r in c.status()["ranks"])
+
+    wait_for("rank 0's connection tagged", tagged_conn, 10)
+    return r0, r1
+
+
+def _send(plan: FabricPlan, r0: FakeRank, r1: FakeRank, prim: Primitive) -> dict[str, int]:
+    before, got = _spine_rx(plan), r1.do("received")
+    assert r0.do(f"prim {int(prim)}") == "ok"
+    assert r0.do(f"sendall {VOLUME}") == "ok"
+    wait_for("all bytes received", lambda: r1.do("received") == got + VOLUME, 30)  # type: ignore[operator]
+    after = _spine_rx(plan)
+    return {s: after[s] - before[s] for s in after}
+
+
+def test_reactive_tags_follow_their_primitive_spine(tagged: Tagged) -> None:
+    plan = tagged.plan
+    r0, r1 = _job(tagged, "501")
+    try:
+        bcast = _send(plan, r0, r1, Primitive.BCAST)
+        reduce = _send(plan, r0, r1, Primitive.REDUCE)
+        rules = _tag_rules(plan)
+        print(f"\nreactive: bcast spine bytes {bcast}, reduce spine bytes {reduce}, "
+              f"{rules} tag rules")  # fmt: skip
+        assert bcast["spine1"] >= VOLUME and bcast["spine2"] < VOLUME // 10
+        assert reduce["spine2"] >= VOLUME and reduce["spine1"] < VOLUME // 10
+        assert rules > 0
+    finally:
+        for r in (r0, r1):
+            r.quit()
+            r.kill()
+    wait_for("the job's tag rules removed", lambda: _tag_rules(plan) == 0, 10)
+
+
+def test_proactive_job_causes_no_packet_in(tagged: Tagged) -> None:
+    plan, ctl = tagged.plan, tagged.controller
+    coll = {"name": "bcast", "root": 0, "count": 1 << 20, "type_bytes": 1, "comm": None}
+    reply = api(ctl, {"op": "tag_collectives", "job": "502", "collectives": [coll]})
+    assert reply["ok"] is True, reply
+    r0, r1 = _job(tagged, "502")
+    try:
+        misses = _misses(plan)
+        bcast = _send(plan, r0, r1, Primitive.BCAST)
+        print(f"\nproactive: bcast spine bytes {bcast}, tag misses {_misses(plan) - misses}")
+        assert _misses(plan) == misses
+        assert bcast["spine1"] >= VOLUME and bcast["spine2"] < VOLUME // 10
+    finally:
+        for r in (r0, r1):
+            r.quit()
+            r.kill()
+    wait_for("the job's tag rules removed", lambda: _tag_rules(plan) == 0, 10)
