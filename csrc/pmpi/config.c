@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -38,6 +39,22 @@ void sdn_config_defaults(struct sdn_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->modes = SDN_MODE_PROFILE;
 	strcpy(cfg->trace_dir, ".");
+	strcpy(cfg->agent_socket, "/run/sdnmpi/agent.sock");
+}
+
+static int parse_slot(const char *value, int *slot, sdn_report_fn report, void *ctx)
+{
+	char *end = NULL;
+	long v;
+
+	errno = 0;
+	v = strtol(value, &end, 10);
+	if (errno || end == value || *end || v < 1 || v > 127) {
+		reportf(report, ctx, "SDNMPI_JOB_SLOT '%s' is not 1..127; ignored", value);
+		return 1;
+	}
+	*slot = (int)v;
+	return 0;
 }
 
 static int mode_bit(const char *word, unsigned *bit)
@@ -105,8 +122,15 @@ int sdn_config_set(struct sdn_config *cfg, const char *key, const char *value,
 	}
 	if (strcmp(key, "SDNMPI_JOB") == 0)
 		return copy_value(cfg->job, sizeof(cfg->job), key, value, report, ctx);
+	if (strcmp(key, "SDNMPI_AGENT_SOCKET") == 0)
+		return copy_value(cfg->agent_socket, sizeof(cfg->agent_socket), key, value, report,
+				  ctx);
+	if (strcmp(key, "SDNMPI_JOB_SLOT") == 0)
+		return parse_slot(value, &cfg->job_slot, report, ctx);
 	reportf(report, ctx,
-		"unknown key '%s' ignored (valid: SDNMPI_MODE, SDNMPI_TRACE_DIR, SDNMPI_JOB)", key);
+		"unknown key '%s' ignored (valid: SDNMPI_MODE, SDNMPI_TRACE_DIR, SDNMPI_JOB, "
+		"SDNMPI_AGENT_SOCKET, SDNMPI_JOB_SLOT)",
+		key);
 	return 1;
 }
 
@@ -159,7 +183,8 @@ int sdn_config_load_file(struct sdn_config *cfg, const char *path, sdn_report_fn
 
 int sdn_config_load(struct sdn_config *cfg, sdn_getenv_fn get, sdn_report_fn report, void *ctx)
 {
-	static const char *const keys[] = {"SDNMPI_MODE", "SDNMPI_TRACE_DIR", "SDNMPI_JOB"};
+	static const char *const keys[] = {"SDNMPI_MODE", "SDNMPI_TRACE_DIR", "SDNMPI_JOB",
+					   "SDNMPI_AGENT_SOCKET", "SDNMPI_JOB_SLOT"};
 	const char *path = get("SDNMPI_CONFIG");
 	int problems = 0;
 

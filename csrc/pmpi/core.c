@@ -11,6 +11,7 @@
 
 #include "comms.h"
 #include "config.h"
+#include "node.h"
 #include "reqmap.h"
 #include "trace.h"
 
@@ -119,6 +120,7 @@ static void finish(void)
 
 static void at_exit(void)
 {
+	sdn_node_finish();
 	finish(); /* the program exited without MPI_Finalize */
 }
 
@@ -198,7 +200,8 @@ static void on_init(void)
 		S.modes = 0;
 	}
 	print_messages();
-	/* register mode hook: announce this rank to the node agent here. */
+	if (S.modes & (SDN_MODE_REGISTER | SDN_MODE_TAG))
+		sdn_node_init(&S.cfg, S.rank, S.nprocs); /* collective: every rank */
 	S.initialized = 1;
 	S.active = (S.modes & SDN_MODE_PROFILE) != 0;
 	atexit(at_exit);
@@ -448,6 +451,10 @@ void sdn_call_init(struct sdn_call *c, const char *name, int kind, const char *c
 
 void sdn_enter(struct sdn_call *c)
 {
+	if (c->kind == SDN_KIND_FINALIZE)
+		sdn_node_finish();
+	else
+		sdn_node_enter(c->kind, c->coll); /* tag mode: one store, no syscall */
 	if (!S.active)
 		return;
 	if (c->kind == SDN_KIND_FINALIZE) {
@@ -465,7 +472,7 @@ void sdn_enter(struct sdn_call *c)
 		snapshot_requests(c);
 		pthread_mutex_unlock(&lock);
 	}
-	sdn_current_call = c; /* tag mode hook: the primitive now running */
+	sdn_current_call = c;
 	c->t_start = since_t0();
 }
 

@@ -176,3 +176,38 @@ def test_proactive_job_causes_no_packet_in(tagged: Tagged) -> None:
             r.quit()
             r.kill()
     wait_for("the job's tag rules removed", lambda: _tag_rules(plan) == 0, 10)
+
+
+def _spine_totals(plan: FabricPlan) -> dict[str, int]:
+    return {s: sum(port_rx_bytes(plan, _bridge(plan, s)).values()) for s in ("spine1", "spine2")}
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_real_mpi_collectives_are_tagged_and_take_their_spines(tagged: Tagged, mpi: str) -> None:
+    """Unmodified sdnmpi-bench under LD_PRELOAD=libsdnmpi.so (tag mode): the Bcast loop
+    crosses spine1, the Reduce loop spine2, as the controller's pinned modules say."""
+    plan = tagged.plan
+    res = subprocess.run(["make", "-s", "-C", str(ROOT), "pmpi", "mpibench"], capture_output=True,
+                         text=True, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    lib, bench = ROOT / "build" / mpi / "libsdnmpi.so", ROOT / "build" / mpi / "sdnmpi-bench"
+    size, iters = 1 << 20, 8
+    env = [f"LD_PRELOAD={lib}", "SDNMPI_MODE=tag", f"SDNMPI_JOB=real-{mpi}",
+           f"SDNMPI_AGENT_SOCKET={agents.socket_template(plan)}"]  # fmt: skip
+    moved: dict[str, dict[str, int]] = {}
+    for op in ("bcast", "reduce"):
+        before = _spine_totals(plan)
+        argv = ["emu", "mpirun", "--name", plan.name, "-n", "2", "--mpi", mpi, "--hosts", "h1,h3",
+                "--timeout", "90", *(a for e in env for a in ("--env", e)), "--", str(bench),
+                "coll", "--op", op, "--size", str(size), "--iters", str(iters), "--warmup", "1",
+                "--json"]  # fmt: skip
+        run = sdnmpi(*argv, timeout=120)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "running untagged" not in run.stderr, run.stderr
+        after = _spine_totals(plan)
+        moved[op] = {s: after[s] - before[s] for s in after}
+    print(f"\n{mpi}: spine bytes per loop {moved}")
+    volume = size * iters
+    assert moved["bcast"]["spine1"] >= volume and moved["bcast"]["spine2"] < volume // 10
+    assert moved["reduce"]["spine2"] >= volume and moved["reduce"]["spine1"] < volume // 10
+    wait_for("the jobs' tag rules removed", lambda: _tag_rules(plan) == 0, 10)

@@ -314,3 +314,15 @@ def test_parse_dump_ports_reads_numbered_ports_only():
     assert runner.parse_dump_ports(reply) == {
         1: {"rx_packets": 12, "rx_bytes": 1500, "tx_packets": 3, "tx_bytes": 180}
     }
+
+
+def test_rank_environment_reaches_both_launchers():
+    plan = make_plan(leaf_spine(1, 2, 2))
+    env = {"LD_PRELOAD": "/x/libsdnmpi.so", "SDNMPI_MODE": "tag"}
+    ompi = emu_mpi.mpi_launch(plan, ["./a"], nprocs=2, mpi="openmpi", rank_env=env).argv
+    assert "-x" in ompi and "LD_PRELOAD=/x/libsdnmpi.so" in ompi and "SDNMPI_MODE=tag" in ompi
+    mpich = list(emu_mpi.mpi_launch(plan, ["./a"], nprocs=2, mpi="mpich", rank_env=env).argv)
+    i = mpich.index("LD_PRELOAD")
+    assert mpich[i - 1 : i + 2] == ["-genv", "LD_PRELOAD", "/x/libsdnmpi.so"]
+    with pytest.raises(ConfigError, match="not a variable name"):
+        emu_mpi.mpi_launch(plan, ["./a"], nprocs=2, rank_env={"1BAD": "x"})

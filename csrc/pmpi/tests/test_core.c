@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agentc.h"
 #include "config.h"
 #include "event.h"
 #include "histo.h"
@@ -267,6 +271,82 @@ static void test_writers(const char *outdir)
 	CHECK(sdn_prepare_dir("/proc/sdnmpi-no-such-dir") == -1);
 }
 
+static void test_agent_protocol(void)
+{
+	struct sdn_agent_reply r;
+	char out[64], line[256];
+	int sv[2], passed = -1, pipefd[2];
+	struct sdn_config cfg;
+
+	/* primitive codes: the tag layout's (csrc/include/sdnmpi/tag.h) */
+	CHECK(sdn_primitive_of(SDN_KIND_SEND, NULL) == 1);
+	CHECK(sdn_primitive_of(SDN_KIND_SENDRECV, NULL) == 1);
+	CHECK(sdn_primitive_of(SDN_KIND_COLL, "bcast") == 3);
+	CHECK(sdn_primitive_of(SDN_KIND_COLL, "reduce") == 4);
+	CHECK(sdn_primitive_of(SDN_KIND_COLLV, "alltoallv") == 13);
+	CHECK(sdn_primitive_of(SDN_KIND_COLL, "frobnicate") == 31);
+	CHECK(sdn_primitive_of(SDN_KIND_COMPLETION, NULL) == 0);
+	CHECK(sdn_primitive_of(SDN_KIND_INIT, NULL) == 0);
+	/* %h expansion */
+	CHECK(sdn_expand_host("/run/x/%h.sock", "h7", out, sizeof(out)) == 0);
+	CHECK(strcmp(out, "/run/x/h7.sock") == 0);
+	CHECK(sdn_expand_host("%h%h", "abc", out, 7) == 0 && strcmp(out, "abcabc") == 0);
+	CHECK(sdn_expand_host("%h%h", "abc", out, 6) == -1);
+	/* replies as the agent writes them (json.dumps) */
+	CHECK(sdn_agent_parse_reply("{\"ok\": true, \"ctx_slot\": 3, \"ip\": \"10.0.0.7\", "
+				    "\"listen_ports\": [1024, 40000]}", &r) == 0);
+	CHECK(r.ok && r.ctx_slot == 3 && strcmp(r.ip, "10.0.0.7") == 0);
+	CHECK(r.nports == 2 && r.ports[0] == 1024 && r.ports[1] == 40000);
+	CHECK(sdn_agent_parse_reply("{\"ok\": false, \"error\": \"rank 0 of job \\\"j\\\" taken\"}",
+				    &r) == 0);
+	CHECK(!r.ok && strcmp(r.error, "rank 0 of job \"j\" taken") == 0);
+	CHECK(sdn_agent_parse_reply("not json", &r) == -1);
+	CHECK(sdn_agent_parse_reply("{\"x\": 1}", &r) == -1);
+	/* one exchange with a descriptor passed along (SCM_RIGHTS) */
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	CHECK(pipe(pipefd) == 0);
+	{
+		char data[] = "{\"ok\": true}\n";
+		char cbuf[CMSG_SPACE(sizeof(int))];
+		struct iovec iov = {data, strlen(data)};
+		struct msghdr msg = {0};
+		struct cmsghdr *c;
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		msg.msg_control = cbuf;
+		msg.msg_controllen = sizeof(cbuf);
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &pipefd[1], sizeof(int));
+		CHECK(sendmsg(sv[1], &msg, 0) == (ssize_t)strlen(data));
+	}
+	CHECK(sdn_agent_call(sv[0], "{\"op\":\"status\"}", line, sizeof(line), &passed) == 0);
+	CHECK(strcmp(line, "{\"ok\": true}") == 0 && passed >= 0);
+	CHECK(read(sv[1], out, sizeof(out)) == 16 && memcmp(out, "{\"op\":\"status\"}\n", 16) == 0);
+	if (passed >= 0) {
+		CHECK(write(passed, "x", 1) == 1); /* the passed fd is the pipe's write end */
+		CHECK(read(pipefd[0], out, 1) == 1 && out[0] == 'x');
+		close(passed);
+	}
+	close(sv[1]); /* the agent went away: the next call fails cleanly */
+	CHECK(sdn_agent_call(sv[0], "{}", line, sizeof(line), &passed) == -1 && passed == -1);
+	close(sv[0]);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	CHECK(sdn_agent_connect("/proc/sdnmpi-no-such.sock", 100) == -1);
+	/* configuration keys of the node modes */
+	sdn_config_defaults(&cfg);
+	CHECK(strcmp(cfg.agent_socket, "/run/sdnmpi/agent.sock") == 0 && cfg.job_slot == 0);
+	CHECK(sdn_config_set(&cfg, "SDNMPI_JOB_SLOT", "5", NULL, NULL) == 0 && cfg.job_slot == 5);
+	n_reported = 0;
+	CHECK(sdn_config_set(&cfg, "SDNMPI_JOB_SLOT", "128", record_report, NULL) == 1);
+	CHECK(cfg.job_slot == 5 && n_reported == 1 && strstr(reported[0], "1..127"));
+	CHECK(sdn_config_set(&cfg, "SDNMPI_AGENT_SOCKET", "/x/%h.sock", NULL, NULL) == 0);
+	CHECK(strcmp(cfg.agent_socket, "/x/%h.sock") == 0);
+}
+
 int main(int argc, char **argv)
 {
 	const char *outdir = argc > 1 ? argv[1] : NULL;
@@ -278,6 +358,7 @@ int main(int argc, char **argv)
 	test_histo();
 	test_reqmap();
 	test_writers(outdir);
+	test_agent_protocol();
 	printf("test_core: %d checks, %d failures\n", checks, failures);
 	return failures ? 1 : 0;
 }

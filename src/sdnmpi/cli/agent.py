@@ -29,7 +29,7 @@ def run_command(
         None, "--bpf-object", help="Compiled tagger (default build/bpf/tagger.bpf.o)."
     ),
     scan_interval_s: float = typer.Option(
-        0.1, "--scan-interval", help="Seconds between scans of the ranks' TCP sockets."
+        0.02, "--scan-interval", help="Seconds between scans of the ranks' TCP sockets."
     ),
     controller_api: Path | None = typer.Option(
         None,

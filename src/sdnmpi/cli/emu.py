@@ -155,11 +155,20 @@ def mpirun_command(
     timeout_s: float | None = typer.Option(
         None, "--timeout", help="Stop the whole job after this many seconds (exit code 124)."
     ),
+    env: list[str] = typer.Option(
+        [], "--env", help="VAR=VALUE set in every rank (repeatable), e.g. LD_PRELOAD=..."
+    ),
     name: str = NAME,
     state_root: Path = STATE_ROOT,
 ) -> None:
     """Run real MPI ranks in the host namespaces over the fabric: mpirun -n N -- PROGRAM ..."""
     plan = runner.make_plan_for(name, state_root)
+    rank_env: dict[str, str] = {}
+    for item in env:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--env {item!r}: want VAR=VALUE")
+        rank_env[key] = value
     launch = emu_mpi.mpi_launch(
         plan,
         list(ctx.args),
@@ -167,6 +176,7 @@ def mpirun_command(
         ppn=ppn,
         mpi=mpi,
         hosts=hosts.split(",") if hosts else None,
+        rank_env=rank_env,
     )
     if shutil.which(launch.launcher) is None:
         raise ConfigError(f"{launch.launcher} not found: apt-get install -y {_mpi_packages(mpi)}")

@@ -16,6 +16,8 @@ UCX devices or protocols did not help), while Open MPI's TCP BTL never did.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -71,19 +73,27 @@ def mpi_launch(
     ppn: int = 1,
     mpi: str = "openmpi",
     hosts: list[str] | None = None,
+    rank_env: Mapping[str, str] | None = None,
 ) -> MpiLaunch:
-    """The command that runs ``program`` as ``nprocs`` ranks across the fabric's hosts."""
+    """The command that runs ``program`` as ``nprocs`` ranks across the fabric's hosts;
+    ``rank_env`` is set in every rank (``-genv`` / ``-x``), e.g. ``LD_PRELOAD``."""
     if mpi not in MPI_FLAVORS:
         raise ConfigError(f"unknown MPI {mpi!r} (want mpich or openmpi)")
     if not program:
         raise ConfigError("no MPI program given (use: sdnmpi emu mpirun -n N -- PROGRAM ...)")
     chosen = choose_hosts(plan, nprocs, ppn, hosts)
+    extra = dict(rank_env or {})
+    for key in extra:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise ConfigError(f"--env {key!r}: not a variable name")
     host_list = ",".join(f"{h}:{ppn}" for h in chosen)
     script = str(plan.launcher)
     if mpi == "mpich":
         launcher = ["mpiexec.mpich", "-launcher", "ssh", "-launcher-exec", script]
         launcher += ["-hosts", host_list, "-n", str(nprocs)]
         launcher += ["-genv", "UCX_TLS", "tcp,self"]
+        for key, value in extra.items():
+            launcher += ["-genv", key, value]
         env = {"UCX_TLS": "tcp,self"}
     else:
         subnet = str(plan.network)
@@ -92,6 +102,8 @@ def mpi_launch(
         launcher += ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", subnet]
         launcher += ["--mca", "oob_tcp_if_include", subnet]
         launcher += ["--host", host_list, "-np", str(nprocs)]
+        for key, value in extra.items():
+            launcher += ["-x", f"{key}={value}"]
         env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     first = plan.host(chosen[0])
     shell = 'hostname "$0"; exec "$@"'

@@ -153,7 +153,7 @@ class AgentConfig:
     iface: str
     socket_path: Path
     bpf_object: Path | None = None
-    scan_interval_s: float = 0.1
+    scan_interval_s: float = 0.02
     ctx_slots: int = MAX_CTX_SLOTS
 
 

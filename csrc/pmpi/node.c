@@ -1,0 +1,196 @@
+/* Register and tag modes (see node.h). */
+#include "node.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "agentc.h"
+#include "sdnmpi/rank_ctx.h"
+
+/* What every rank tells the others at init (fixed size: one PMPI_Allgather). */
+struct peer_info {
+	char ip[16];
+	int32_t pid;
+	int32_t nports;
+	int32_t ports[SDN_AGENT_MAX_PORTS];
+};
+
+static struct {
+	int fd;                         /* agent connection, -1 without one */
+	struct sdnmpi_rank_ctx *ctx;    /* mapped context memory (tag mode), or NULL */
+	unsigned current;               /* the primitive published last */
+	int rank;
+} N = {-1, NULL, 0, 0};
+
+static void untagged(const char *path, const char *why)
+{
+	fprintf(stderr, "sdnmpi: rank %d: node agent at %s: %s; running untagged\n", N.rank,
+		path, why);
+}
+
+/* The job name: SDNMPI_JOB, else SLURM_JOB_ID, else rank 0's "mpi-HOST-PID" (bcast). */
+static void job_name(const struct sdn_config *cfg, char *job, size_t len)
+{
+	char buf[65] = {0};
+	const char *slurm = getenv("SLURM_JOB_ID");
+
+	if (cfg->job[0])
+		snprintf(buf, sizeof(buf), "%.64s", cfg->job); /* the agent takes 64 */
+	else if (slurm && *slurm)
+		snprintf(buf, sizeof(buf), "%.64s", slurm);
+	else if (N.rank == 0) {
+		char host[40] = "host";
+		gethostname(host, sizeof(host) - 1);
+		snprintf(buf, sizeof(buf), "mpi-%s-%ld", host, (long)getpid());
+	}
+	if (!cfg->job[0] && !(slurm && *slurm))
+		PMPI_Bcast(buf, sizeof(buf), MPI_BYTE, 0, MPI_COMM_WORLD);
+	for (char *p = buf; *p; p++) /* the name goes into JSON unescaped */
+		if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+			*p = '_';
+	snprintf(job, len, "%s", buf);
+}
+
+/* Register; fills me (ip, pid, ports) and maps the context in tag mode.  NULL or why not. */
+static const char *do_register(const struct sdn_config *cfg, const char *path, const char *job,
+			       int nprocs, struct peer_info *me)
+{
+	static char why[300];
+	char req[512], line[SDN_AGENT_LINE_MAX], slot[24] = "";
+	struct sdn_agent_reply r;
+	int passed = -1;
+
+	N.fd = sdn_agent_connect(path, 2000);
+	if (N.fd < 0)
+		return strerror(errno);
+	if (cfg->job_slot)
+		snprintf(slot, sizeof(slot), ",\"job_slot\":%d", cfg->job_slot);
+	snprintf(req, sizeof(req), "{\"op\":\"register\",\"job\":\"%s\",\"rank\":%d,\"nprocs\":%d%s}",
+		 job, N.rank, nprocs, slot);
+	if (sdn_agent_call(N.fd, req, line, sizeof(line), &passed) ||
+	    sdn_agent_parse_reply(line, &r))
+		return "no reply to register";
+	if (!r.ok) {
+		snprintf(why, sizeof(why), "refused: %s", r.error);
+		return why;
+	}
+	snprintf(me->ip, sizeof(me->ip), "%s", r.ip);
+	me->pid = (int32_t)getpid();
+	me->nports = r.nports;
+	for (int i = 0; i < r.nports; i++)
+		me->ports[i] = r.ports[i];
+	if ((cfg->modes & SDN_MODE_TAG) && passed >= 0) {
+		void *m = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE,
+			       MAP_SHARED, passed, 0);
+		if (m == MAP_FAILED) {
+			snprintf(why, sizeof(why), "cannot map the context: %s", strerror(errno));
+			close(passed);
+			return why;
+		}
+		N.ctx = m;
+	}
+	if (passed >= 0)
+		close(passed);
+	return NULL;
+}
+
+/* The rank table as the agent's "ranks" request; malloc'd, or NULL. */
+static char *ranks_request(const struct peer_info *all, int nprocs)
+{
+	size_t cap = 64 + (size_t)nprocs * (48 + 8 * SDN_AGENT_MAX_PORTS), used;
+	char *req = malloc(cap);
+
+	if (!req)
+		return NULL;
+	used = (size_t)snprintf(req, cap, "{\"op\":\"ranks\",\"table\":[");
+	for (int i = 0; i < nprocs; i++) {
+		const struct peer_info *p = &all[i];
+		used += (size_t)snprintf(req + used, cap - used, "%s[%d,\"%s\",%d,[", i ? "," : "", i,
+					 p->ip[0] ? p->ip : "0.0.0.0", (int)p->pid);
+		for (int k = 0; k < p->nports && k < SDN_AGENT_MAX_PORTS; k++)
+			used += (size_t)snprintf(req + used, cap - used, "%s%d", k ? "," : "",
+						 (int)p->ports[k]);
+		used += (size_t)snprintf(req + used, cap - used, "]]");
+	}
+	snprintf(req + used, cap - used, "]}");
+	return req;
+}
+
+static void drop_agent(void)
+{
+	if (N.ctx) {
+		munmap(N.ctx, (size_t)sysconf(_SC_PAGESIZE));
+		N.ctx = NULL;
+	}
+	if (N.fd >= 0) {
+		close(N.fd);
+		N.fd = -1;
+	}
+}
+
+void sdn_node_init(const struct sdn_config *cfg, int rank, int nprocs)
+{
+	char host[256] = "", path[SDN_PATH_MAX], job[65], line[SDN_AGENT_LINE_MAX];
+	struct peer_info me, *all = calloc((size_t)nprocs, sizeof(*all));
+	const char *why = NULL;
+	int passed = -1;
+
+	N.rank = rank;
+	memset(&me, 0, sizeof(me));
+	job_name(cfg, job, sizeof(job));
+	gethostname(host, sizeof(host) - 1);
+	if (sdn_expand_host(cfg->agent_socket, host, path, sizeof(path)))
+		why = "socket path too long";
+	else
+		why = do_register(cfg, path, job, nprocs, &me);
+	/* Every rank takes part, agent or not: the exchange is collective. */
+	if (!all || PMPI_Allgather(&me, sizeof(me), MPI_BYTE, all, sizeof(me), MPI_BYTE,
+				   MPI_COMM_WORLD) != MPI_SUCCESS) {
+		why = why ? why : "rank exchange failed";
+	} else if (!why) {
+		char *req = ranks_request(all, nprocs);
+		struct sdn_agent_reply r;
+		if (!req || sdn_agent_call(N.fd, req, line, sizeof(line), &passed) ||
+		    sdn_agent_parse_reply(line, &r) || !r.ok)
+			why = "rank table refused";
+		if (passed >= 0)
+			close(passed);
+		free(req);
+	}
+	free(all);
+	if (why) {
+		untagged(path, why);
+		drop_agent();
+	}
+}
+
+void sdn_node_enter(int kind, const char *coll)
+{
+	unsigned code;
+
+	if (!N.ctx)
+		return;
+	code = sdn_primitive_of(kind, coll);
+	if (!code || code == N.current)
+		return;
+	N.current = code;
+	__atomic_store_n(&N.ctx->primitive, code, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&N.ctx->seq, 1, __ATOMIC_RELEASE);
+}
+
+void sdn_node_finish(void)
+{
+	char line[256];
+	int passed = -1;
+
+	if (N.ctx)
+		__atomic_store_n(&N.ctx->primitive, 0u, __ATOMIC_RELEASE);
+	if (N.fd >= 0 && sdn_agent_call(N.fd, "{\"op\":\"unregister\"}", line, sizeof(line),
+					&passed) == 0 && passed >= 0)
+		close(passed);
+	drop_agent();
+}

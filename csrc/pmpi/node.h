@@ -1,0 +1,21 @@
+/* Register and tag modes: the rank's link to its node agent (docs/agent-protocol.md).
+ *
+ * sdn_node_init (after PMPI_Init, on every rank: it makes collective calls)
+ * registers with the agent, maps the rank's context memory (tag mode), exchanges
+ * [ip, pid, listening ports] with the other ranks and sends the table to the
+ * agent.  Without an agent the rank prints one line and runs untagged.
+ * sdn_node_enter publishes the primitive of every MPI call with one memory store
+ * (no system call); the primitive stays published after the call returns, since
+ * TCP sends what a call buffered after it returned.  sdn_node_finish (at
+ * MPI_Finalize or exit) unregisters. */
+#ifndef SDN_NODE_H
+#define SDN_NODE_H
+
+#include "config.h"
+#include "core.h"
+
+SDN_HIDDEN void sdn_node_init(const struct sdn_config *cfg, int rank, int nprocs);
+SDN_HIDDEN void sdn_node_enter(int kind, const char *coll);
+SDN_HIDDEN void sdn_node_finish(void);
+
+#endif
