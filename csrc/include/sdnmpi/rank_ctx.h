@@ -10,8 +10,12 @@
  * page, offset 0) and writes its current primitive:
  *
  *   on entry to an MPI call:  ctx->primitive = code (enum sdnmpi_primitive)
- *   on leaving it:            ctx->primitive = SDNMPI_PRIM_NONE (0)
  *   after each change:        ctx->seq++ (lets the agent/tests see activity)
+ *   at MPI_Finalize:          ctx->primitive = SDNMPI_PRIM_NONE (0)
+ *
+ * libsdnmpi leaves the primitive published when a call returns (completion calls
+ * such as MPI_Wait keep it too): TCP sends what a call buffered after the call has
+ * returned, and those packets belong to it.
  *
  * Use single aligned 32-bit stores (e.g. __atomic_store_n(..., __ATOMIC_RELEASE));
  * the tagger reads primitive once per packet. Nested calls (a collective
