@@ -177,7 +177,7 @@ static int parse_duration(const char *text, double *out, char *err, size_t errle
 	return 0;
 }
 
-static int parse_op(const char *text, enum coll_op *out, char *err, size_t errlen)
+static int parse_one_op(const char *text, enum coll_op *out, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < sizeof(OP_NAMES) / sizeof(OP_NAMES[0]); i++) {
 		if (strcmp(text, OP_NAMES[i]) == 0) {
@@ -189,6 +189,44 @@ static int parse_op(const char *text, enum coll_op *out, char *err, size_t errle
 		    "--op: unknown operation '%s' (allreduce, bcast, reduce, alltoall, "
 		    "allgather, barrier)",
 		    text);
+}
+
+/* "bcast" or "bcast,reduce": the operations, run one after the other. */
+static int parse_op(const char *text, struct bench_opts *opts, char *err, size_t errlen)
+{
+	char buf[128], *save = NULL;
+
+	if (strlen(text) >= sizeof(buf))
+		return fail(err, errlen, "--op: list too long");
+	strcpy(buf, text);
+	opts->nops = 0;
+	for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		if (opts->nops == BENCH_MAX_OPS)
+			return fail(err, errlen, "--op: at most %d operations", BENCH_MAX_OPS);
+		if (parse_one_op(w, &opts->ops[opts->nops], err, errlen))
+			return -1;
+		opts->nops++;
+	}
+	if (opts->nops == 0)
+		return fail(err, errlen, "--op: no operation given");
+	opts->op = opts->ops[0];
+	return 0;
+}
+
+const char *args_ops_text(const struct bench_opts *opts)
+{
+	static char text[128];
+	size_t used = 0;
+
+	text[0] = '\0';
+	for (int i = 0; i < opts->nops; i++) {
+		int w = snprintf(text + used, sizeof(text) - used, "%s%s", i ? "," : "",
+				 args_op_name(opts->ops[i]));
+		if (w < 0 || (size_t)w >= sizeof(text) - used)
+			break;
+		used += (size_t)w;
+	}
+	return text;
 }
 
 static int parse_kind(const char *text, enum bench_kind *out, char *err, size_t errlen)
@@ -228,7 +266,7 @@ static int apply_option(enum opt_id id, const char *value, struct bench_opts *op
 	case OPT_WINDOW:
 		return parse_int("--window", value, 1, 1024, &opts->window, err, errlen);
 	case OPT_OP:
-		return parse_op(value, &opts->op, err, errlen);
+		return parse_op(value, opts, err, errlen);
 	case OPT_ROOT:
 		return parse_int("--root", value, 0, INT_MAX, &opts->root, err, errlen);
 	case OPT_SHIFT:
@@ -342,17 +380,21 @@ static void build_sizes(const struct size_range *range, struct bench_opts *opts)
 
 static int check_opts(const struct bench_opts *opts, char *err, size_t errlen)
 {
-	int reduces = opts->op == COLL_ALLREDUCE || opts->op == COLL_REDUCE;
-
 	if (opts->duration_s > 0.0 && opts->iters > 0)
 		return fail(err, errlen, "give --iters or --duration, not both");
-	if (opts->kind != BENCH_COLL || !reduces)
+	if (opts->kind != BENCH_COLL)
 		return 0;
-	for (int i = 0; i < opts->nsizes; i++) {
-		if (opts->sizes[i] % sizeof(float) != 0)
-			return fail(err, errlen,
-				    "--op %s reduces floats: size %zu is not a multiple of %zu bytes",
-				    args_op_name(opts->op), opts->sizes[i], sizeof(float));
+	for (int k = 0; k < opts->nops; k++) {
+		enum coll_op op = opts->ops[k];
+		if (op != COLL_ALLREDUCE && op != COLL_REDUCE)
+			continue;
+		for (int i = 0; i < opts->nsizes; i++) {
+			if (opts->sizes[i] % sizeof(float) != 0)
+				return fail(err, errlen,
+					    "--op %s reduces floats: size %zu is not a multiple of "
+					    "%zu bytes",
+					    args_op_name(op), opts->sizes[i], sizeof(float));
+		}
 	}
 	return 0;
 }
@@ -363,6 +405,8 @@ static void set_defaults(struct bench_opts *opts)
 	opts->warmup = -1;
 	opts->window = 64;
 	opts->op = COLL_ALLREDUCE;
+	opts->ops[0] = COLL_ALLREDUCE;
+	opts->nops = 1;
 }
 
 static int wants_help(int argc, char **argv)
@@ -441,7 +485,8 @@ void args_print_usage(void)
 	      "bw:\n"
 	      "  --window W        non-blocking sends per window, acked (default 64)\n"
 	      "coll:\n"
-	      "  --op OP           allreduce|bcast|reduce|alltoall|allgather|barrier\n"
+	      "  --op OP[,OP...]   allreduce|bcast|reduce|alltoall|allgather|barrier; a list\n"
+	      "                    runs each in turn (rows carry op and wall-clock times)\n"
 	      "                    (default allreduce; allreduce/reduce sum floats, so sizes\n"
 	      "                    are multiples of 4; alltoall/allgather: bytes per peer)\n"
 	      "  --root R          root of bcast and reduce (default 0)\n"

@@ -16,6 +16,8 @@ int args_check_nprocs(const struct bench_opts *opts, int nprocs, char *err, size
 
 const char *args_kind_name(enum bench_kind kind);
 const char *args_op_name(enum coll_op op);
+/* The --op list as given ("bcast,reduce"; static buffer). */
+const char *args_ops_text(const struct bench_opts *opts);
 void args_print_usage(void);
 
 #endif

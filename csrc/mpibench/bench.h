@@ -11,6 +11,8 @@
 
 #define BENCH_MAX_SIZE_BYTES ((size_t)1 << 30) /* 1 GiB: fits an int count */
 #define BENCH_MAX_SIZES 64
+#define BENCH_MAX_OPS 6
+#define BENCH_MAX_ROWS (BENCH_MAX_SIZES * BENCH_MAX_OPS)
 
 enum bench_kind { BENCH_LATENCY, BENCH_BW, BENCH_COLL, BENCH_PAIRS };
 
@@ -31,7 +33,9 @@ struct bench_opts {
 	long warmup;      /* -1: the per-size default */
 	double duration_s; /* > 0: loop until this much time is up */
 	int window;       /* bw: non-blocking sends per window */
-	enum coll_op op;
+	enum coll_op op;  /* coll: the first of ops */
+	enum coll_op ops[BENCH_MAX_OPS]; /* coll: run one after the other */
+	int nops;
 	int root;
 	int shift;        /* pairs: partner offset; 0 means nprocs / 2 */
 	bool oneway;      /* pairs: senders r with (r / shift) even, to r + shift only */
@@ -47,6 +51,9 @@ struct bench_result {
 	double time_min_s;
 	double time_max_s;
 	double metric; /* latency_us, bandwidth_MBps or algbw_MBps */
+	enum coll_op op;      /* coll: the operation of this row */
+	double start_unix_s;  /* coll, pairs: wall clock (rank 0) when the loop began ... */
+	double end_unix_s;    /* ... and ended (both after a barrier) */
 };
 
 /* Iterations for a size when --iters is not given (OSU: fewer for large). */

@@ -94,17 +94,22 @@ static size_t per_peer_factor(enum coll_op op, int nprocs)
 	return op == COLL_ALLTOALL || op == COLL_ALLGATHER ? (size_t)nprocs : 1;
 }
 
-static void coll_size(const struct bench_opts *opts, size_t size, struct coll_ctx *ctx,
-		      struct report *rep)
+static void coll_size(const struct bench_opts *opts, enum coll_op op, size_t size,
+		      struct coll_ctx *ctx, struct report *rep)
 {
-	int reduces = opts->op == COLL_ALLREDUCE || opts->op == COLL_REDUCE;
+	int reduces = op == COLL_ALLREDUCE || op == COLL_REDUCE;
 	struct loop_spec spec = timing_spec(opts, size, false);
 	struct loop_stats ls;
 	struct bench_result res = {0};
 
 	ctx->count = (int)(reduces ? size / sizeof(float) : size);
-	timing_run(&spec, step_for(opts->op), ctx, ctx->comm, &ls);
+	MPI_Barrier(ctx->comm);
+	res.start_unix_s = timing_unix_s();
+	timing_run(&spec, step_for(op), ctx, ctx->comm, &ls);
+	MPI_Barrier(ctx->comm);
+	res.end_unix_s = timing_unix_s();
 	timing_spread(ls.busy_s / (double)ls.iterations, ctx->comm, &res);
+	res.op = op;
 	res.size_bytes = size;
 	res.iterations = ls.iterations;
 	res.metric = res.time_avg_s > 0.0 ? (double)size / res.time_avg_s / 1e6 : 0.0;
@@ -113,8 +118,14 @@ static void coll_size(const struct bench_opts *opts, size_t size, struct coll_ct
 
 void coll_run(const struct bench_opts *opts, MPI_Comm comm, struct report *rep)
 {
-	size_t largest = opts->sizes[opts->nsizes - 1];
-	size_t bytes = buffer_span(largest, per_peer_factor(opts->op, rep->nprocs), comm);
+	size_t largest = opts->sizes[opts->nsizes - 1], factor = 1;
+	size_t bytes;
+
+	for (int k = 0; k < opts->nops; k++) {
+		size_t f = per_peer_factor(opts->ops[k], rep->nprocs);
+		factor = f > factor ? f : factor;
+	}
+	bytes = buffer_span(largest, factor, comm);
 	struct coll_ctx ctx;
 
 	ctx.sbuf = buffer_alloc(bytes, comm);
@@ -122,11 +133,13 @@ void coll_run(const struct bench_opts *opts, MPI_Comm comm, struct report *rep)
 	ctx.root = opts->root;
 	ctx.comm = comm;
 	fill_floats(ctx.sbuf, bytes);
-	if (opts->op == COLL_BARRIER) {
-		coll_size(opts, 0, &ctx, rep);
-	} else {
+	for (int k = 0; k < opts->nops; k++) {
+		if (opts->ops[k] == COLL_BARRIER) {
+			coll_size(opts, COLL_BARRIER, 0, &ctx, rep);
+			continue;
+		}
 		for (int i = 0; i < opts->nsizes; i++)
-			coll_size(opts, opts->sizes[i], &ctx, rep);
+			coll_size(opts, opts->ops[k], opts->sizes[i], &ctx, rep);
 	}
 	free(ctx.rbuf);
 	free(ctx.sbuf);

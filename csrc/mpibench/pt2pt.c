@@ -211,7 +211,11 @@ static void pairs_size(const struct bench_opts *opts, size_t size, struct pairs_
 	struct bench_result res = {0};
 
 	ctx->count = (int)size;
+	MPI_Barrier(ctx->comm);
+	res.start_unix_s = timing_unix_s();
 	timing_run(&spec, pairs_step, ctx, ctx->comm, &ls);
+	MPI_Barrier(ctx->comm);
+	res.end_unix_s = timing_unix_s();
 	timing_spread(ls.busy_s / (double)ls.iterations, ctx->comm, &res);
 	res.size_bytes = size;
 	res.iterations = ls.iterations;

@@ -79,7 +79,7 @@ static void print_header(const struct report *rep)
 
 	printf("# sdnmpi-bench %s", args_kind_name(o->kind));
 	if (o->kind == BENCH_COLL)
-		printf(" --op %s --root %d", args_op_name(o->op), o->root);
+		printf(" --op %s --root %d", args_ops_text(o), o->root);
 	if (o->kind == BENCH_BW)
 		printf(" --window %d", o->window);
 	if (o->kind == BENCH_PAIRS)
@@ -125,7 +125,7 @@ static void json_parameters(const struct report *rep)
 	if (o->kind == BENCH_BW)
 		printf(",\"window\":%d", o->window);
 	if (o->kind == BENCH_COLL)
-		printf(",\"op\":\"%s\",\"root\":%d", args_op_name(o->op), o->root);
+		printf(",\"op\":\"%s\",\"root\":%d", args_ops_text(o), o->root);
 	if (o->kind == BENCH_PAIRS)
 		printf(",\"shift\":%d,\"oneway\":%s", rep->shift, o->oneway ? "true" : "false");
 	putchar('}');
@@ -142,6 +142,14 @@ static void json_row(const struct report *rep, const struct bench_result *r)
 	json_number(r->time_max_s);
 	printf(",\"%s\":", METRIC_KEYS[rep->opts->kind]);
 	json_number(r->metric);
+	if (rep->opts->kind == BENCH_COLL)
+		printf(",\"op\":\"%s\"", args_op_name(r->op));
+	if (rep->opts->kind == BENCH_COLL || rep->opts->kind == BENCH_PAIRS) {
+		fputs(",\"start_unix_s\":", stdout);
+		json_number(r->start_unix_s);
+		fputs(",\"end_unix_s\":", stdout);
+		json_number(r->end_unix_s);
+	}
 	putchar('}');
 }
 
@@ -182,7 +190,7 @@ void report_begin(struct report *rep, const struct bench_opts *opts, MPI_Comm co
 
 void report_row(struct report *rep, const struct bench_result *row)
 {
-	if (rep->rank != 0 || rep->nrows >= BENCH_MAX_SIZES)
+	if (rep->rank != 0 || rep->nrows >= BENCH_MAX_ROWS)
 		return;
 	rep->rows[rep->nrows++] = *row;
 	if (!rep->opts->json)

@@ -17,7 +17,7 @@ struct report {
 	char library[REPORT_LIB_LEN];
 	char start_utc[REPORT_TIME_LEN];
 	double start_s;
-	struct bench_result rows[BENCH_MAX_SIZES];
+	struct bench_result rows[BENCH_MAX_ROWS];
 	int nrows;
 };
 

@@ -122,3 +122,11 @@ void timing_idle_barrier(MPI_Comm comm)
 		nanosleep(&nap, NULL);
 	}
 }
+
+double timing_unix_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

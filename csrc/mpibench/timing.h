@@ -28,6 +28,9 @@ struct loop_spec timing_spec(const struct bench_opts *opts, size_t size_bytes, b
 void timing_run(const struct loop_spec *spec, bench_step_fn step, void *ctx, MPI_Comm comm,
 		struct loop_stats *out);
 
+/* Wall-clock seconds since the epoch (CLOCK_REALTIME), to line up with port counters. */
+double timing_unix_s(void);
+
 /* Reduce each rank's value to min/avg/max on rank 0 (collective). */
 void timing_spread(double value, MPI_Comm comm, struct bench_result *res);
 
