@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SHARED ?= $(abspath ../shared)
 CG_TRACE := $(SHARED)/workloads/pfsim-traces/cg-c-128.tar.gz
 
-.PHONY: all test demo bench lint typecheck unit deps venv clean help
+.PHONY: all test demo bench lint typecheck unit deps venv clean help exp-unisonflow
 
 all: test
 
@@ -15,6 +15,7 @@ help:
 	@echo "make demo   install what is missing, then run the main end-to-end job"
 	@echo "make test   install what is missing, then run lint, type checks and all tests"
 	@echo "make bench  run the benchmarks (figures and ratios)"
+	@echo "make exp-unisonflow  the UnisonFlow experiment on the emulated fabric (root)"
 
 # System packages (apt), installed only when missing; the list grows with the project.
 deps:
@@ -47,6 +48,10 @@ BENCHMARKS := bench_core bench_routing bench_ours bench_sim bench_quality
 
 bench: $(STAMP)
 	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b.py"; $(BIN)/python benchmarks/$$b.py || exit 1; done
+
+# Issue 5's UnisonFlow experiment (root): Bcast via spine1, Reduce via spine2, vs ECMP.
+exp-unisonflow: $(STAMP)
+	$(BIN)/python scripts/exp_unisonflow.py
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache

@@ -77,12 +77,15 @@ def sdnmpi(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]
 class Controller:
     """``sdnmpi controller run`` as a child process, stopped by its PID."""
 
-    def __init__(self, workdir: Path, topology: Path, tag: str) -> None:
+    def __init__(
+        self, workdir: Path, topology: Path, tag: str, extra: tuple[str, ...] = ()
+    ) -> None:
         self.port = waits.free_port()
         self.api_path = workdir / f"api-{tag}.sock"
         self.stats_path = workdir / f"port-stats-{tag}.json"
         self.log_path = workdir / f"controller-{tag}.log"
-        argv = [*CLI, "controller", "run", "--port", str(self.port), "--router", "dmodk"]
+        argv = [*CLI, "controller", "run", "--port", str(self.port)]
+        argv += list(extra) if "--router" in extra else ["--router", "dmodk", *extra]
         argv += ["--topology", str(topology), "--stats-interval", "1"]
         argv += ["--stats-out", str(self.stats_path), "--api-socket", str(self.api_path)]
         with self.log_path.open("wb") as out:
@@ -129,7 +132,13 @@ class Controller:
 
 @contextlib.contextmanager
 def cluster(
-    workdir: Path, topo: Topology, name: str, tag: str, switches: int, link_scale: float
+    workdir: Path,
+    topo: Topology,
+    name: str,
+    tag: str,
+    switches: int,
+    link_scale: float,
+    extra: tuple[str, ...] = (),
 ) -> Iterator[Controller]:
     """Controller + emulated fabric; both always torn down (controller by PID, emu down)."""
     topo_file = workdir / f"{tag}.json"
@@ -137,7 +146,7 @@ def cluster(
     ctl: Controller | None = None
     upped = False
     try:
-        ctl = Controller(workdir, topo_file, tag)
+        ctl = Controller(workdir, topo_file, tag, extra)
         log(f"controller pid {ctl.proc.pid if ctl.proc else '?'} on 127.0.0.1:{ctl.port}")
         upped = True  # emu up removes a half-built fabric itself; down is idempotent
         sdnmpi(

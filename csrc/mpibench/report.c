@@ -145,10 +145,9 @@ static void json_row(const struct report *rep, const struct bench_result *r)
 	if (rep->opts->kind == BENCH_COLL)
 		printf(",\"op\":\"%s\"", args_op_name(r->op));
 	if (rep->opts->kind == BENCH_COLL || rep->opts->kind == BENCH_PAIRS) {
-		fputs(",\"start_unix_s\":", stdout);
-		json_number(r->start_unix_s);
-		fputs(",\"end_unix_s\":", stdout);
-		json_number(r->end_unix_s);
+		/* microseconds of a 10-digit epoch: %.9g would keep 10 s */
+		printf(",\"start_unix_s\":%.6f,\"end_unix_s\":%.6f", r->start_unix_s,
+		       r->end_unix_s);
 	}
 	putchar('}');
 }

@@ -228,6 +228,8 @@ def test_coll_op_sequence_rows_carry_op_and_wall_clock(bench_bins, flavour):
     assert all(r["start_unix_s"] <= r["end_unix_s"] for r in rows)
     assert all(r["end_unix_s"] <= n["start_unix_s"] + 1e-3 for r, n in itertools.pairwise(rows))
     assert abs(starts[0] - time.time()) < 60
+    # microsecond resolution (a %g of an epoch time keeps only tens of seconds)
+    assert any(r["start_unix_s"] % 1 != 0 for r in rows)
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
