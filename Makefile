@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SHARED ?= $(abspath ../shared)
 CG_TRACE := $(SHARED)/workloads/pfsim-traces/cg-c-128.tar.gz
 
-.PHONY: all test demo bench lint typecheck unit deps venv clean help exp-unisonflow
+.PHONY: all test demo bench lint typecheck unit deps venv clean help exp-unisonflow exp-overhead
 
 all: test
 
@@ -16,6 +16,7 @@ help:
 	@echo "make test   install what is missing, then run lint, type checks and all tests"
 	@echo "make bench  run the benchmarks (figures and ratios)"
 	@echo "make exp-unisonflow  the UnisonFlow experiment on the emulated fabric (root)"
+	@echo "make exp-overhead    tagging and profiling overhead on the emulated fabric (root)"
 
 # System packages (apt), installed only when missing; the list grows with the project.
 deps:
@@ -52,6 +53,10 @@ bench: $(STAMP)
 # Issue 5's UnisonFlow experiment (root): Bcast via spine1, Reduce via spine2, vs ECMP.
 exp-unisonflow: $(STAMP)
 	$(BIN)/python scripts/exp_unisonflow.py
+
+# Node-side overhead (root): latency and bandwidth, plain vs tag mode vs profile mode.
+exp-overhead: $(STAMP)
+	$(BIN)/python scripts/exp_overhead.py
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache
