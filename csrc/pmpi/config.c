@@ -40,6 +40,22 @@ void sdn_config_defaults(struct sdn_config *cfg)
 	cfg->modes = SDN_MODE_PROFILE;
 	strcpy(cfg->trace_dir, ".");
 	strcpy(cfg->agent_socket, "/run/sdnmpi/agent.sock");
+	cfg->push_timeout_ms = 2000;
+}
+
+static int parse_timeout(const char *value, int *ms, sdn_report_fn report, void *ctx)
+{
+	char *end = NULL;
+	long v;
+
+	errno = 0;
+	v = strtol(value, &end, 10);
+	if (errno || end == value || *end || v < 1 || v > 600000) {
+		reportf(report, ctx, "SDNMPI_PUSH_TIMEOUT_MS '%s' is not 1..600000; ignored", value);
+		return 1;
+	}
+	*ms = (int)v;
+	return 0;
 }
 
 static int parse_slot(const char *value, int *slot, sdn_report_fn report, void *ctx)
@@ -127,9 +143,11 @@ int sdn_config_set(struct sdn_config *cfg, const char *key, const char *value,
 				  ctx);
 	if (strcmp(key, "SDNMPI_JOB_SLOT") == 0)
 		return parse_slot(value, &cfg->job_slot, report, ctx);
+	if (strcmp(key, "SDNMPI_PUSH_TIMEOUT_MS") == 0)
+		return parse_timeout(value, &cfg->push_timeout_ms, report, ctx);
 	reportf(report, ctx,
 		"unknown key '%s' ignored (valid: SDNMPI_MODE, SDNMPI_TRACE_DIR, SDNMPI_JOB, "
-		"SDNMPI_AGENT_SOCKET, SDNMPI_JOB_SLOT)",
+		"SDNMPI_AGENT_SOCKET, SDNMPI_JOB_SLOT, SDNMPI_PUSH_TIMEOUT_MS)",
 		key);
 	return 1;
 }
@@ -184,7 +202,8 @@ int sdn_config_load_file(struct sdn_config *cfg, const char *path, sdn_report_fn
 int sdn_config_load(struct sdn_config *cfg, sdn_getenv_fn get, sdn_report_fn report, void *ctx)
 {
 	static const char *const keys[] = {"SDNMPI_MODE", "SDNMPI_TRACE_DIR", "SDNMPI_JOB",
-					   "SDNMPI_AGENT_SOCKET", "SDNMPI_JOB_SLOT"};
+					   "SDNMPI_AGENT_SOCKET", "SDNMPI_JOB_SLOT",
+					   "SDNMPI_PUSH_TIMEOUT_MS"};
 	const char *path = get("SDNMPI_CONFIG");
 	int problems = 0;
 

@@ -6,12 +6,12 @@
 
 #include <stddef.h>
 
-/* Mode bits: the library's four modes (push is not implemented yet). */
+/* Mode bits: the library's four modes. */
 #define SDN_MODE_PROFILE 0x1u
 #define SDN_MODE_REGISTER 0x2u
 #define SDN_MODE_PUSH 0x4u
 #define SDN_MODE_TAG 0x8u
-#define SDN_MODES_IMPLEMENTED (SDN_MODE_PROFILE | SDN_MODE_REGISTER | SDN_MODE_TAG)
+#define SDN_MODES_IMPLEMENTED (SDN_MODE_PROFILE | SDN_MODE_REGISTER | SDN_MODE_TAG | SDN_MODE_PUSH)
 
 #define SDN_PATH_MAX 4096
 #define SDN_JOB_MAX 256
@@ -22,6 +22,7 @@ struct sdn_config {
 	char job[SDN_JOB_MAX];
 	char agent_socket[SDN_PATH_MAX]; /* %h: this host's name */
 	int job_slot;                    /* 0: none asked for (the hub decides) */
+	int push_timeout_ms;             /* push mode: longest wait for routes */
 };
 
 /* Problems are passed to report(ctx, message) (message without prefix). */
@@ -30,13 +31,13 @@ typedef void (*sdn_report_fn)(void *ctx, const char *message);
 typedef const char *(*sdn_getenv_fn)(const char *name);
 
 /* Defaults: mode profile, trace_dir ".", job "", agent_socket
- * "/run/sdnmpi/agent.sock", job_slot 0. */
+ * "/run/sdnmpi/agent.sock", job_slot 0, push_timeout_ms 2000. */
 void sdn_config_defaults(struct sdn_config *cfg);
 /* Parse "profile,tag" into bits; unknown names are reported and skipped.
  * "off" or "none" alone give 0.  Returns the number of problems. */
 int sdn_config_parse_modes(const char *text, unsigned *modes, sdn_report_fn report, void *ctx);
 /* Set one key (SDNMPI_MODE, SDNMPI_TRACE_DIR, SDNMPI_JOB, SDNMPI_AGENT_SOCKET,
- * SDNMPI_JOB_SLOT); unknown keys reported. */
+ * SDNMPI_JOB_SLOT, SDNMPI_PUSH_TIMEOUT_MS); unknown keys reported. */
 int sdn_config_set(struct sdn_config *cfg, const char *key, const char *value,
 		   sdn_report_fn report, void *ctx);
 /* Read a KEY=VALUE file; a missing file or bad line is reported. */

@@ -200,7 +200,7 @@ static void on_init(void)
 		S.modes = 0;
 	}
 	print_messages();
-	if (S.modes & (SDN_MODE_REGISTER | SDN_MODE_TAG))
+	if (S.modes & (SDN_MODE_REGISTER | SDN_MODE_TAG | SDN_MODE_PUSH))
 		sdn_node_init(&S.cfg, S.rank, S.nprocs); /* collective: every rank */
 	S.initialized = 1;
 	S.active = (S.modes & SDN_MODE_PROFILE) != 0;
@@ -454,7 +454,7 @@ void sdn_enter(struct sdn_call *c)
 	if (c->kind == SDN_KIND_FINALIZE)
 		sdn_node_finish();
 	else
-		sdn_node_enter(c->kind, c->coll); /* tag mode: one store, no syscall */
+		sdn_node_enter(c); /* tag: one store, no syscall; push: once per call kind */
 	if (!S.active)
 		return;
 	if (c->kind == SDN_KIND_FINALIZE) {

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "agentc.h"
@@ -19,12 +21,27 @@ struct peer_info {
 	int32_t ports[SDN_AGENT_MAX_PORTS];
 };
 
+#define PUSH_CACHE 256
+
+/* A collective call as push mode caches it. */
+struct push_key {
+	const char *coll;
+	MPI_Comm comm;
+	int root;
+	int64_t bytes;
+};
+
 static struct {
 	int fd;                         /* agent connection, -1 without one */
 	struct sdnmpi_rank_ctx *ctx;    /* mapped context memory (tag mode), or NULL */
 	unsigned current;               /* the primitive published last */
 	int rank;
-} N = {-1, NULL, 0, 0};
+	int push;                       /* push mode on (and an agent to push to) */
+	int push_timeout_ms;
+	int push_warned;
+	struct push_key cache[PUSH_CACHE];
+	int ncache;
+} N = {-1, NULL, 0, 0, 0, 2000, 0, {{0}}, 0};
 
 static void untagged(const char *path, const char *why)
 {
@@ -122,6 +139,7 @@ static char *ranks_request(const struct peer_info *all, int nprocs)
 
 static void drop_agent(void)
 {
+	N.push = 0;
 	if (N.ctx) {
 		munmap(N.ctx, (size_t)sysconf(_SC_PAGESIZE));
 		N.ctx = NULL;
@@ -165,16 +183,121 @@ void sdn_node_init(const struct sdn_config *cfg, int rank, int nprocs)
 	if (why) {
 		untagged(path, why);
 		drop_agent();
+		return;
+	}
+	if (cfg->modes & SDN_MODE_PUSH) {
+		struct timeval tv = {cfg->push_timeout_ms / 1000, (cfg->push_timeout_ms % 1000) * 1000};
+		setsockopt(N.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		N.push = 1;
 	}
 }
 
-void sdn_node_enter(int kind, const char *coll)
+/* Collectives the controller can route from their parameters alone. */
+static int pushable(const char *coll)
+{
+	static const char *const names[] = {"bcast",     "reduce", "allreduce", "alltoall",
+					    "allgather", "gather", "scatter",   "barrier"};
+
+	for (size_t i = 0; coll && i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(coll, names[i]) == 0)
+			return 1;
+	return 0;
+}
+
+static int cached(const struct push_key *k)
+{
+	for (int i = 0; i < N.ncache; i++) {
+		const struct push_key *c = &N.cache[i];
+		if (c->comm == k->comm && c->root == k->root && c->bytes == k->bytes &&
+		    strcmp(c->coll, k->coll) == 0)
+			return 1;
+	}
+	if (N.ncache < PUSH_CACHE)
+		N.cache[N.ncache++] = *k;
+	return 0;
+}
+
+/* {"op":"push","collective":{...,"comm":[world ranks]}}; malloc'd, or NULL. */
+static char *push_request(const struct sdn_call *c, int type_size)
+{
+	MPI_Group group, world;
+	int n = 0, *in = NULL, *out = NULL;
+	size_t cap, used;
+	char *req = NULL;
+
+	if (PMPI_Comm_size(c->comm, &n) != MPI_SUCCESS || n < 1)
+		return NULL;
+	in = malloc((size_t)n * sizeof(int));
+	out = malloc((size_t)n * sizeof(int));
+	cap = 160 + (size_t)n * 12;
+	req = malloc(cap);
+	if (!in || !out || !req)
+		goto fail;
+	for (int i = 0; i < n; i++)
+		in[i] = i;
+	PMPI_Comm_group(c->comm, &group);
+	PMPI_Comm_group(MPI_COMM_WORLD, &world);
+	PMPI_Group_translate_ranks(group, n, in, world, out);
+	PMPI_Group_free(&group);
+	PMPI_Group_free(&world);
+	used = (size_t)snprintf(req, cap,
+				"{\"op\":\"push\",\"collective\":{\"name\":\"%s\",\"root\":%d,"
+				"\"count\":%d,\"type_bytes\":%d,\"comm\":[",
+				c->coll, c->has_root ? c->root : 0, c->count < 0 ? 0 : c->count,
+				type_size < 1 ? 1 : type_size);
+	for (int i = 0; i < n; i++)
+		used += (size_t)snprintf(req + used, cap - used, "%s%d", i ? "," : "", out[i]);
+	snprintf(req + used, cap - used, "]}}");
+	free(in);
+	free(out);
+	return req;
+fail:
+	free(in);
+	free(out);
+	free(req);
+	return NULL;
+}
+
+/* Push mode: announce this call's collective once (comm rank 0), wait for routes. */
+static void push(const struct sdn_call *c)
+{
+	struct push_key k;
+	struct sdn_agent_reply r;
+	char line[512], *req;
+	int type_size = 1, me = -1, passed = -1;
+
+	if (!pushable(c->coll) || c->comm == MPI_COMM_NULL)
+		return;
+	if (c->type != MPI_DATATYPE_NULL && c->count > 0)
+		PMPI_Type_size(c->type, &type_size);
+	k = (struct push_key){c->coll, c->comm, c->has_root ? c->root : 0,
+			      (int64_t)c->count * type_size};
+	if (PMPI_Comm_rank(c->comm, &me) != MPI_SUCCESS || me != 0 || cached(&k))
+		return;
+	req = push_request(c, type_size);
+	if (!req)
+		return;
+	if (sdn_agent_call(N.fd, req, line, sizeof(line), &passed) ||
+	    sdn_agent_parse_reply(line, &r) || !r.ok) {
+		if (!N.push_warned++)
+			fprintf(stderr, "sdnmpi: rank %d: push of %s not confirmed (%s); "
+				"it runs on the routes in place\n",
+				N.rank, c->coll, r.error[0] ? r.error : "no answer in time");
+	}
+	if (passed >= 0)
+		close(passed);
+	free(req);
+}
+
+void sdn_node_enter(const struct sdn_call *c)
 {
 	unsigned code;
 
+	if (N.push && (c->kind == SDN_KIND_COLL))
+		push(c);
 	if (!N.ctx)
 		return;
-	code = sdn_primitive_of(kind, coll);
+	code = sdn_primitive_of(c->kind, c->coll);
 	if (!code || code == N.current)
 		return;
 	N.current = code;

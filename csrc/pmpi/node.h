@@ -6,8 +6,12 @@
  * agent.  Without an agent the rank prints one line and runs untagged.
  * sdn_node_enter publishes the primitive of every MPI call with one memory store
  * (no system call); the primitive stays published after the call returns, since
- * TCP sends what a call buffered after it returned.  sdn_node_finish (at
- * MPI_Finalize or exit) unregisters. */
+ * TCP sends what a call buffered after it returned.  In push mode, the first
+ * time a collective call with a given (collective, communicator, root, size) is
+ * entered, the communicator's rank 0 sends it to the agent, which has the
+ * controller install its routes, and waits for the answer (at most
+ * SDNMPI_PUSH_TIMEOUT_MS); repeated calls hit a per-process cache.
+ * sdn_node_finish (at MPI_Finalize or exit) unregisters. */
 #ifndef SDN_NODE_H
 #define SDN_NODE_H
 
@@ -15,7 +19,7 @@
 #include "core.h"
 
 SDN_HIDDEN void sdn_node_init(const struct sdn_config *cfg, int rank, int nprocs);
-SDN_HIDDEN void sdn_node_enter(int kind, const char *coll);
+SDN_HIDDEN void sdn_node_enter(const struct sdn_call *c);
 SDN_HIDDEN void sdn_node_finish(void);
 
 #endif

@@ -112,3 +112,21 @@ def test_a_rank_on_an_unknown_host_refuses_the_job(setup: Setup) -> None:
 def test_planner_job_ids() -> None:
     assert planner_job_id("12", 5) == 12
     assert planner_job_id("name", 5) == 2**47 + 5
+
+
+def test_push_installs_a_collective_once(setup: Setup) -> None:
+    svc = TagService(setup.planner)
+    coll = {"name": "allreduce", "root": 0, "count": 1 << 18, "type_bytes": 4, "comm": None}
+    with pytest.raises(ConfigError, match="not registered"):
+        svc.handle({"op": "tag_push", "job": "42", "collective": coll})
+    join_all(setup, svc)
+    assert tag_rules(setup.fabric.rules(), 42) == []
+    reply = ask(setup, svc, op="tag_push", job="42", collective=coll)
+    assert reply == {"ok": True, "cached": False}
+    installed = tag_rules(setup.fabric.rules(), 42)
+    assert installed
+    reply, msgs = svc.handle({"op": "tag_push", "job": "42", "collective": coll})
+    assert reply == {"ok": True, "cached": True} and msgs == []
+    # an allreduce message from rank 0 (h1) to rank 2 (h5) needs no controller now
+    trace = send(setup, "h1", "h5", Tag(1, Primitive.ALLREDUCE, 0, 2).mac)
+    assert trace.outcome == "delivered" and trace.host == "h5"

@@ -211,3 +211,35 @@ def test_real_mpi_collectives_are_tagged_and_take_their_spines(tagged: Tagged, m
     assert moved["bcast"]["spine1"] >= volume and moved["bcast"]["spine2"] < volume // 10
     assert moved["reduce"]["spine2"] >= volume and moved["reduce"]["spine1"] < volume // 10
     wait_for("the jobs' tag rules removed", lambda: _tag_rules(plan) == 0, 10)
+
+
+def test_push_mode_installs_routes_before_the_collective(tagged: Tagged) -> None:
+    """Open MPI Allreduce loop under tag mode, without and with push mode: with push,
+    the communicator's rank 0 announces each distinct collective call once and the
+    controller installs its rules before the traffic, so fewer (ideally no) tagged
+    packets reach the controller."""
+    plan, ctl = tagged.plan, tagged.controller
+    res = subprocess.run(["make", "-s", "-C", str(ROOT), "pmpi", "mpibench"], capture_output=True,
+                         text=True, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    build = ROOT / "build" / "openmpi"
+    lib, bench = build / "libsdnmpi.so", build / "sdnmpi-bench"
+    misses: dict[str, int] = {}
+    for mode in ("tag", "tag,push"):
+        env = [f"LD_PRELOAD={lib}", f"SDNMPI_MODE={mode}", f"SDNMPI_JOB=push-{len(misses)}",
+               f"SDNMPI_AGENT_SOCKET={agents.socket_template(plan)}"]  # fmt: skip
+        before = _misses(plan)
+        argv = ["emu", "mpirun", "--name", plan.name, "-n", "4", "--mpi", "openmpi", "--hosts",
+                "h1,h2,h3,h4", "--timeout", "90", *(a for e in env for a in ("--env", e)), "--",
+                str(bench), "coll", "--op", "allreduce", "--size", "256K", "--iters", "5",
+                "--warmup", "1", "--json"]  # fmt: skip
+        run = sdnmpi(*argv, timeout=120)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "running untagged" not in run.stderr and "not confirmed" not in run.stderr
+        misses[mode] = _misses(plan) - before
+    pushes = ctl.log().count("tag_push")
+    print(f"\npush mode: tagged packets sent to the controller {misses}, {pushes} pushes logged")
+    assert misses["tag"] > 0
+    assert misses["tag,push"] < misses["tag"]
+    assert pushes >= 1
+    wait_for("the jobs' tag rules removed", lambda: _tag_rules(plan) == 0, 10)

@@ -343,6 +343,11 @@ static void test_agent_protocol(void)
 	n_reported = 0;
 	CHECK(sdn_config_set(&cfg, "SDNMPI_JOB_SLOT", "128", record_report, NULL) == 1);
 	CHECK(cfg.job_slot == 5 && n_reported == 1 && strstr(reported[0], "1..127"));
+	CHECK(cfg.push_timeout_ms == 2000);
+	CHECK(sdn_config_set(&cfg, "SDNMPI_PUSH_TIMEOUT_MS", "250", NULL, NULL) == 0);
+	CHECK(cfg.push_timeout_ms == 250);
+	CHECK(sdn_config_set(&cfg, "SDNMPI_PUSH_TIMEOUT_MS", "0", NULL, NULL) == 1);
+	CHECK(cfg.push_timeout_ms == 250);
 	CHECK(sdn_config_set(&cfg, "SDNMPI_AGENT_SOCKET", "/x/%h.sock", NULL, NULL) == 0);
 	CHECK(strcmp(cfg.agent_socket, "/x/%h.sock") == 0);
 }

@@ -59,7 +59,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sdnmpi.controller import cookies
 from sdnmpi.controller.flows import (
@@ -423,6 +423,24 @@ class Planner:
         if unknown:
             raise RoutingError(f"job {job_id}: unknown host(s) {unknown}")
         return tuple(by_rank[r] for r in range(world_size))
+
+    def announce_collectives(self, job_id: int, collectives: Sequence[Collective]) -> list[Message]:
+        """Add collectives to registered job ``job_id`` (push mode): rules for their
+        messages are added, nothing of the job is removed first.  Everything is
+        checked before anything changes (:class:`RoutingError`)."""
+        state = self.tagged.get(job_id)
+        if state is None:
+            raise RoutingError(f"tagged job {job_id} is not registered")
+        new = tuple(c for c in collectives if c not in state.job.collectives)
+        if not new:
+            return []
+        job = replace(state.job, collectives=state.job.collectives + new)
+        for flow, coll in collective_flows(job).items():
+            state.flows.setdefault(flow, coll)
+        state.job = job
+        state.catch_all = True
+        self._tags_version += 1
+        return self.sync()
 
     def unregister_tagged_job(self, job_id: int) -> list[Message]:
         """Delete exactly job ``job_id``'s tag rules (one delete by cookie per switch)."""

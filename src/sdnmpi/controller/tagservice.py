@@ -14,6 +14,10 @@ Ops (JSON objects on the controller's API socket, next to ``install_job``):
 ``{"op": "tag_collectives", "job": J, "collectives": [{"name": "bcast", "root": 0,
 "count": 1048576, "type_bytes": 1, "comm": null}, ...]}``
     what the job will run (proactive rules); may come before or after the ranks.
+``{"op": "tag_push", "job": J, "collective": {...}}``
+    the library's push mode: one collective call about to start; its rules are
+    installed (answered after the barriers) unless the job announced it already
+    (``cached``).  The job must be registered (all ranks joined).
 
 The planner's tagged-job id is the job name if it is a number (a scheduler's
 job id), else ``2**47 + slot``.
@@ -36,6 +40,7 @@ TAG_OPS: dict[str, set[str]] = {
     "tag_conn": {"op", "job", "rank", "local", "remote"},
     "tag_leave": {"op", "job", "rank"},
     "tag_collectives": {"op", "job", "collectives"},
+    "tag_push": {"op", "job", "collective"},
 }
 _NAMED_JOB_BASE = 1 << 47
 #: A reply and the messages to send before it is given.
@@ -70,6 +75,8 @@ class TagService:
         job = _text(req, "job")
         if op == "tag_collectives":
             return self._collectives(job, req["collectives"])
+        if op == "tag_push":
+            return self._push(job, _collective(req["collective"]))
         rank = _int(req, "rank")
         if op == "tag_join":
             return self._join(job, rank, _int(req, "nprocs"), _text(req, "host"))
@@ -101,6 +108,16 @@ class TagService:
         if job in self.registered:  # re-register with the new announcement
             msgs = self._unregister(job) + self._register(job)
         return {"ok": True, "collectives": len(self.collectives[job])}, msgs
+
+    def _push(self, job: str, coll: Collective) -> Answer:
+        if job not in self.registered:
+            raise ConfigError(f"job {job} is not registered for tagging (ranks still joining?)")
+        known = self.collectives.get(job, ())
+        if coll in known:
+            return {"ok": True, "cached": True}, []
+        msgs = self.planner.announce_collectives(self.registered[job], (coll,))
+        self.collectives[job] = (*known, coll)
+        return {"ok": True, "cached": False}, msgs
 
     def _register(self, job: str) -> list[Message]:
         entry = self.hub.jobs[job]

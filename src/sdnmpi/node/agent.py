@@ -56,6 +56,10 @@ class Hub(Protocol):
 
     def left(self, job: str, rank: int) -> None: ...
 
+    def push(self, job: str, collective: dict[str, Any]) -> dict[str, Any]:
+        """Install one collective call's routes now (push mode); the hub's reply."""
+        ...
+
 
 @dataclass
 class LocalHub:
@@ -78,6 +82,9 @@ class LocalHub:
     def left(self, job: str, rank: int) -> None:
         with self.lock:
             self.mirrors.forget(job, rank)
+
+    def push(self, job: str, collective: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": False, "error": "push mode needs the controller (agent --controller-api)"}
 
 
 class ControllerHub:
@@ -111,6 +118,12 @@ class ControllerHub:
 
     def left(self, job: str, rank: int) -> None:
         self._call({"op": "tag_leave", "job": job, "rank": rank})
+
+    def push(self, job: str, collective: dict[str, Any]) -> dict[str, Any]:
+        reply = self._call({"op": "tag_push", "job": job, "collective": collective})
+        if reply is None:
+            return {"ok": False, "error": "the controller did not install the routes"}
+        return {"ok": True, "cached": bool(reply.get("cached"))}
 
     def close(self) -> None:
         with self._lock:
@@ -297,6 +310,14 @@ class Agent:
             _keys(req, {"op", "table"})
             self.core.set_ranks(pid, _rank_table(req["table"]))
             return {"ok": True}, []
+        if op == "push":
+            _keys(req, {"op", "collective"})
+            reg = self.core.registration(pid)
+            if reg is None:
+                raise AgentError(f"process {pid} is not registered")
+            if not isinstance(req["collective"], dict):
+                raise AgentError("collective must be an object")
+            return self.hub.push(reg.job, req["collective"]), []
         if op == "unregister":
             _keys(req, {"op"})
             return {"ok": self._unregister(pid) is not None}, []
