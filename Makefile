@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SHARED ?= $(abspath ../shared)
 CG_TRACE := $(SHARED)/workloads/pfsim-traces/cg-c-128.tar.gz
 
-.PHONY: all test demo bench lint typecheck unit deps venv clean help exp-unisonflow exp-overhead
+.PHONY: all test demo bench lint typecheck unit deps venv clean help exp-unisonflow exp-overhead exp-allreduce
 
 all: test
 
@@ -17,6 +17,7 @@ help:
 	@echo "make bench  run the benchmarks (figures and ratios)"
 	@echo "make exp-unisonflow  the UnisonFlow experiment on the emulated fabric (root)"
 	@echo "make exp-overhead    tagging and profiling overhead on the emulated fabric (root)"
+	@echo "make exp-allreduce   SDN_MPI_Allreduce: push mode vs default routes (root)"
 
 # System packages (apt), installed only when missing; the list grows with the project.
 deps:
@@ -53,6 +54,10 @@ bench: $(STAMP)
 # Issue 5's UnisonFlow experiment (root): Bcast via spine1, Reduce via spine2, vs ECMP.
 exp-unisonflow: $(STAMP)
 	$(BIN)/python scripts/exp_unisonflow.py
+
+# SDN_MPI_Allreduce (root): Allreduce time over sizes, default routes vs push mode.
+exp-allreduce: $(STAMP)
+	$(BIN)/python scripts/exp_allreduce.py
 
 # Node-side overhead (root): latency and bandwidth, plain vs tag mode vs profile mode.
 exp-overhead: $(STAMP)

@@ -25,6 +25,7 @@ import os
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,6 +168,8 @@ class AgentConfig:
     socket_path: Path
     bpf_object: Path | None = None
     scan_interval_s: float = 0.02
+    full_scan_s: float = 1.0
+    max_scan_interval_s: float = 0.2
     ctx_slots: int = MAX_CTX_SLOTS
 
 
@@ -195,6 +198,8 @@ class Agent:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._clients: dict[int, socket.socket] = {}
+        self._last_signature: tuple[object, ...] | None = None
+        self._wake = threading.Event()
 
     @property
     def tagger(self) -> Tagger:
@@ -309,6 +314,7 @@ class Agent:
         if op == "ranks":
             _keys(req, {"op", "table"})
             self.core.set_ranks(pid, _rank_table(req["table"]))
+            self._wake.set()
             return {"ok": True}, []
         if op == "push":
             _keys(req, {"op", "collective"})
@@ -343,6 +349,7 @@ class Agent:
         except BaseException:
             self.core.unregister(pid)
             raise
+        self._wake.set()
         log.info("job %s rank %d registered: pid %d, ctx slot %d", job, rank, pid, reg.ctx_slot)
         reply = {"ok": True, "ctx_slot": reg.ctx_slot, "ip": self.ip, "listen_ports": listen}
         return reply, [fd]
@@ -360,13 +367,29 @@ class Agent:
 
     # -- scanning ------------------------------------------------------------------------
     def _scan_loop(self) -> None:
-        while not self._stop.wait(self.cfg.scan_interval_s):
-            self.scan_once()
+        """Scan every ``scan_interval_s`` while things change, backing off (doubling, up
+        to ``max_scan_interval_s``) while they do not; a registration resets it."""
+        interval = self.cfg.scan_interval_s
+        while not self._stop.wait(interval):
+            if self._wake.is_set() or self.scan_once():
+                self._wake.clear()
+                interval = self.cfg.scan_interval_s
+            else:
+                interval = min(2 * interval, self.cfg.max_scan_interval_s)
 
-    def scan_once(self) -> None:
-        """One pass over the registered ranks' sockets."""
+    def scan_once(self) -> bool:
+        """One pass over the registered ranks' sockets.
+
+        Cheap when nothing changed: the host's TCP table is read once and, if the
+        set of established sockets is the one seen last time and no rank came or
+        went, the per-process descriptor scan is skipped."""
         with self.lock:
-            for reg in self.core.registrations():
+            regs = self.core.registrations()
+            signature = self._signature(regs)
+            if signature is not None and signature == self._last_signature:
+                return False
+            self._last_signature = signature
+            for reg in regs:
                 try:
                     sockets = procnet.process_sockets(reg.pid)
                 except (FileNotFoundError, ProcessLookupError):
@@ -376,6 +399,21 @@ class Agent:
                     log.warning("cannot read the sockets of %d: %s", reg.pid, exc)
                     continue
                 self._apply(self.core.scan(reg.pid, sockets, self.hub.resolve))
+            return True
+
+    def _signature(self, regs: list[Registration]) -> tuple[object, ...] | None:
+        """What a scan depends on: each rank's socket inodes, and the agent's state.
+
+        A connection that changes state (established, closed) without its socket
+        coming or going is caught by the full scan every ``full_scan_s``."""
+        if not regs:
+            return None
+        try:
+            inodes = tuple(frozenset(procnet.process_socket_inodes(r.pid)) for r in regs)
+        except OSError:
+            return None  # a rank went away: the full scan unregisters it
+        tick = int(time.monotonic() / self.cfg.full_scan_s)
+        return (tuple(r.pid for r in regs), inodes, self.core.jobs_version, tick)
 
     def _apply(self, ops: list[MapOp]) -> None:
         for op in ops:

@@ -83,6 +83,8 @@ class AgentCore:
         self._ranks: dict[int, _Rank] = {}
         self._job_uid: dict[str, int] = {}
         self._job_slot: dict[str, int] = {}
+        #: Bumped by every change a scan depends on (tables, slots, registrations).
+        self.jobs_version = 0
 
     # -- registration ------------------------------------------------------------------
     def register(self, pid: int, uid: int, job: str, rank: int, nprocs: int) -> Registration:
@@ -105,6 +107,7 @@ class AgentCore:
             raise AgentError("no free context slot on this host")
         reg = Registration(pid, uid, job, rank, nprocs, self._free.pop())
         self._ranks[pid] = _Rank(reg)
+        self.jobs_version += 1
         self._job_uid[job] = uid
         return reg
 
@@ -116,9 +119,11 @@ class AgentCore:
         if table.ranks[entry.reg.rank].pid != pid:
             raise AgentError(f"rank table gives rank {entry.reg.rank} another PID")
         entry.table = table
+        self.jobs_version += 1
 
     def set_job_slot(self, job: str, slot: int | None) -> None:
         """The hub's job slot for ``job`` (``None``: none, the job runs untagged)."""
+        self.jobs_version += 1
         if slot is None:
             self._job_slot.pop(job, None)
         elif not 1 <= slot <= 127:
@@ -131,6 +136,7 @@ class AgentCore:
         entry = self._ranks.pop(pid, None)
         if entry is None:
             return None, []
+        self.jobs_version += 1
         self._free.append(entry.reg.ctx_slot)
         job = entry.reg.job
         if not any(r.reg.job == job for r in self._ranks.values()):
