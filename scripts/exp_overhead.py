@@ -107,10 +107,13 @@ def main() -> int:
         plan = runner.make_plan_for(name, DEFAULT_STATE_ROOT)
         lib = ROOT / "build" / "openmpi" / "libsdnmpi.so"
         sock = f"SDNMPI_AGENT_SOCKET={agents.socket_template(plan)}"
+        # ranks that yield leave the 2 cores to the switches (busy-polling ranks starve
+        # ovs-vswitchd, and a message then waits a scheduler slice)
+        y = "OMPI_MCA_mpi_yield_when_idle=1"
         envs = {
-            "none": [],
-            "tag": [f"LD_PRELOAD={lib}", "SDNMPI_MODE=tag", "SDNMPI_JOB=ovh", sock],
-            "profile": [f"LD_PRELOAD={lib}", "SDNMPI_MODE=profile", f"SDNMPI_TRACE_DIR={tmp}"],
+            "none": [y],
+            "tag": [y, f"LD_PRELOAD={lib}", "SDNMPI_MODE=tag", "SDNMPI_JOB=ovh", sock],
+            "profile": [y, f"LD_PRELOAD={lib}", "SDNMPI_MODE=profile", f"SDNMPI_TRACE_DIR={tmp}"],
         }
         for rep in range(repeat):
             for cfg in CONFIGS:

@@ -274,3 +274,15 @@ def test_exit_without_finalize_still_writes(built, flavour, tmp_path):
     assert lines[0]["nprocs"] == 1
     assert [(e["call"], e["kind"]) for e in lines[1:]] == [("MPI_Barrier", "coll")]
     assert load_pfprof(tmp_path).nprocs == 1
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_tag_mode_without_an_agent_runs_untagged(built, flavour, tmp_path):
+    """No agent listening: every rank says so once, the program's output and status stand."""
+    env = {"SDNMPI_MODE": "tag,push", "SDNMPI_AGENT_SOCKET": str(tmp_path / "no-agent-%h.sock")}
+    proc = run(built, flavour, preload=True, env=env, status=3)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("sdnmpi:")]
+    assert len(ours) == NP, proc.stderr
+    assert all("running untagged" in ln and "no-agent-" in ln for ln in ours)
+    assert len(proc.stdout.splitlines()) == NP
