@@ -51,9 +51,12 @@ def bench(name: str, kind: str, sizes: tuple[str, str], env: list[str]) -> dict[
     argv += ["--timeout", "300", *(a for e in env for a in ("--env", e)), "--", str(exe), kind]
     argv += ["--min", sizes[0], "--max", sizes[1], "--json"]
     if kind == "bw":
-        argv += ["--window", "16", "--iters", "10", "--warmup", "2"]
+        # warm-ups long enough for the agent to attribute the new connection (at most
+        # one backed-off scan, 0.2 s) and the first tagged packets' reactive setup:
+        # the figures are the steady state
+        argv += ["--window", "16", "--iters", "10", "--warmup", "10"]
     else:
-        argv += ["--iters", "200", "--warmup", "20"]
+        argv += ["--iters", "200", "--warmup", "200"]
     res = subprocess.run(
         [*harness.CLI, *argv], capture_output=True, text=True, timeout=600, check=False
     )

@@ -170,6 +170,7 @@ class AgentConfig:
     scan_interval_s: float = 0.02
     full_scan_s: float = 1.0
     max_scan_interval_s: float = 0.2
+    eager_scan_s: float = 5.0  # full rate this long after a rank registers
     ctx_slots: int = MAX_CTX_SLOTS
 
 
@@ -367,12 +368,16 @@ class Agent:
 
     # -- scanning ------------------------------------------------------------------------
     def _scan_loop(self) -> None:
-        """Scan every ``scan_interval_s`` while things change, backing off (doubling, up
-        to ``max_scan_interval_s``) while they do not; a registration resets it."""
-        interval = self.cfg.scan_interval_s
+        """Scan every ``scan_interval_s`` while things change and for ``eager_scan_s``
+        after a rank registers, backing off (doubling, up to ``max_scan_interval_s``)
+        while nothing changes."""
+        interval, eager_until = self.cfg.scan_interval_s, 0.0
         while not self._stop.wait(interval):
-            if self._wake.is_set() or self.scan_once():
+            now = time.monotonic()
+            if self._wake.is_set():  # a rank registered: MPI connects soon after
                 self._wake.clear()
+                eager_until = now + self.cfg.eager_scan_s
+            if self.scan_once() or now < eager_until:
                 interval = self.cfg.scan_interval_s
             else:
                 interval = min(2 * interval, self.cfg.max_scan_interval_s)
