@@ -38,7 +38,8 @@ from sdnmpi.core.placement import Placement
 from sdnmpi.core.routing import route
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
 from sdnmpi.core.topology import Topology
-from sdnmpi.emu import runner
+from sdnmpi.emu import agents, runner
+from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.sim import simulate
 from sdnmpi.testing import waits
 
@@ -231,18 +232,43 @@ def check_spines(
     return ok
 
 
-def run_bench(name: str, bench: Path, size: int, iters: int) -> dict[str, Any]:
-    """``pairs`` over the fabric; on Ctrl-C the CLI child gets SIGINT and stops its MPI job."""
-    argv = ["emu", "mpirun", "--name", name, "-n", str(len(PLACEMENT)), "--mpi", "openmpi"]
-    argv += ["--hosts", ",".join(PLACEMENT), "--timeout", "150", "--", str(bench), "pairs"]
-    argv += ["--oneway", "--shift", str(SHIFT), "--size", str(size), "--iters", str(iters)]
-    argv += ["--warmup", "1", "--json"]
-    env = {**os.environ, "OMPI_MCA_mpi_yield_when_idle": "1"}
+BENCH = ROOT / "build" / "openmpi" / "sdnmpi-bench"
+LIBSDNMPI = ROOT / "build" / "openmpi" / "libsdnmpi.so"
+
+
+def build(*targets: str) -> None:
+    """``make TARGET`` for the C parts a script runs (mpibench, pmpi, bpf)."""
+    for target in targets:
+        subprocess.run(["make", "-s", "-C", str(ROOT), target], check=True, capture_output=True)
+
+
+def tag_env(name: str, ctl: Controller, job: str, mode: str = "tag") -> list[str]:
+    """Start the fabric's node agents (the controller as hub) and return the ranks'
+    environment for libsdnmpi in ``mode``."""
+    agents.up(name, controller_api=ctl.api_path)
+    plan = runner.make_plan_for(name, DEFAULT_STATE_ROOT)
+    return [
+        f"LD_PRELOAD={LIBSDNMPI}",
+        f"SDNMPI_MODE={mode}",
+        f"SDNMPI_JOB={job}",
+        f"SDNMPI_AGENT_SOCKET={agents.socket_template(plan)}",
+    ]
+
+
+def mpirun_json(
+    name: str, hosts: tuple[str, ...], program: list[str], env: list[str], timeout_s: float
+) -> tuple[dict[str, Any], str]:
+    """``program`` (an sdnmpi-bench ``--json`` run) as Open MPI ranks on ``hosts``: its JSON
+    document and stderr.  A failure, or a rank running untagged, raises; on Ctrl-C the
+    CLI child gets SIGINT and stops its MPI job."""
+    argv = ["emu", "mpirun", "--name", name, "-n", str(len(hosts)), "--mpi", "openmpi"]
+    argv += ["--hosts", ",".join(hosts), "--timeout", str(round(timeout_s))]
+    argv += [a for e in env for a in ("--env", e)]
     proc = subprocess.Popen(
-        [*CLI, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        [*CLI, *argv, "--", *program], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
-        stdout, stderr = proc.communicate(timeout=180)
+        stdout, stderr = proc.communicate(timeout=timeout_s + 60)
     except BaseException:
         for sig, wait_s in ((signal.SIGINT, 10.0), (signal.SIGKILL, 5.0)):
             with contextlib.suppress(ProcessLookupError):
@@ -251,10 +277,27 @@ def run_bench(name: str, bench: Path, size: int, iters: int) -> dict[str, Any]:
                 proc.wait(timeout=wait_s)
                 break
         raise
-    if proc.returncode != 0:
-        raise RuntimeError(f"sdnmpi emu mpirun failed ({proc.returncode}):\n{stderr}")
-    line = next(ln for ln in stdout.splitlines() if ln.startswith("{"))
-    result: dict[str, Any] = json.loads(line)["results"][0]
+    if proc.returncode != 0 or "running untagged" in stderr:
+        raise RuntimeError(f"sdnmpi emu mpirun failed ({proc.returncode}):\n{stderr[-3000:]}")
+    doc: dict[str, Any] = json.loads(next(ln for ln in stdout.splitlines() if ln.startswith("{")))
+    return doc, stderr
+
+
+def emit(summary: dict[str, Any], path: Path | None) -> None:
+    """Print the JSON summary as the last line (and write it to ``path``)."""
+    text = json.dumps(summary)
+    if path is not None:
+        path.write_text(text + "\n")
+    print(text)
+
+
+def run_bench(name: str, size: int, iters: int) -> dict[str, Any]:
+    """The demo's ``pairs --oneway`` exchange over the fabric; its result row."""
+    program = [str(BENCH), "pairs", "--oneway", "--shift", str(SHIFT), "--size", str(size)]
+    program += ["--iters", str(iters), "--warmup", "1", "--json"]
+    env = ["OMPI_MCA_mpi_yield_when_idle=1"]
+    doc, _ = mpirun_json(name, PLACEMENT, program, env, 150)
+    result: dict[str, Any] = doc["results"][0]
     return result
 
 
@@ -350,10 +393,9 @@ def main() -> int:
     exchanges = iters + 1  # one warmup
     predicted = t_dmodk / t_ours
 
-    bench = ROOT / "build" / "openmpi" / "sdnmpi-bench"
-    subprocess.run(["make", "-s", "-C", str(ROOT), "mpibench"], check=True, capture_output=True)
-    if not bench.exists():
-        raise RuntimeError(f"{bench} was not built (apt-get install openmpi-bin libopenmpi-dev)")
+    build("mpibench")
+    if not BENCH.exists():
+        raise RuntimeError(f"{BENCH} was not built (apt-get install openmpi-bin libopenmpi-dev)")
     stats = args.out / "demo-fabric-port-stats.json"
     plot = args.out / "demo-fabric-port-stats.png"
 
@@ -361,7 +403,7 @@ def main() -> int:
         workdir = Path(tmp)
         with cluster(workdir, topo, name, "small", 6, args.link_scale) as ctl:
             before = spine_tx_bytes(name, spines)
-            default = run_bench(name, bench, size, iters)
+            default = run_bench(name, size, iters)
             log(f"default routes (dmodk): {default['time_max_s']:.3f} s per exchange")
             after = spine_tx_bytes(name, spines)
             spines_ok = check_spines(
@@ -372,7 +414,7 @@ def main() -> int:
             log(f"job routes ({len(pairs)} pairs, {reply['flow_mods']} flow-mods) "
                 f"confirmed in {install_s * 1000:.1f} ms")  # fmt: skip
             before = spine_tx_bytes(name, spines)
-            job = run_bench(name, bench, size, iters)
+            job = run_bench(name, size, iters)
             log(f"job routes (ours): {job['time_max_s']:.3f} s per exchange")
             after = spine_tx_bytes(name, spines)
             spines_ok &= check_spines(
@@ -407,10 +449,7 @@ def main() -> int:
             summary.update(large_installs(workdir, name, args.link_scale))
 
     report(summary, args.link_scale)
-    text = json.dumps(summary)
-    if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+    emit(summary, args.json)
     return 0
 
 

@@ -24,9 +24,7 @@ last line printed is a JSON summary.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -41,8 +39,6 @@ from sdnmpi.core.generators import leaf_spine
 from sdnmpi.core.placement import Placement
 from sdnmpi.core.routing import route
 from sdnmpi.core.routing.model import Demands, Fabric
-from sdnmpi.emu import agents, runner
-from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.sim import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,26 +63,13 @@ def run_way(
     with harness.cluster(workdir, topo, name, way.replace("/", "-"), 6, scale, extra) as ctl:
         env = ["OMPI_MCA_mpi_yield_when_idle=1"]  # 8 ranks share 2 cores with OVS
         if spec:
-            agents.up(name, controller_api=ctl.api_path)
-            plan = runner.make_plan_for(name, DEFAULT_STATE_ROOT)
-            lib = ROOT / "build" / "openmpi" / "libsdnmpi.so"
-            env += [f"LD_PRELOAD={lib}", "SDNMPI_MODE=tag,push", f"SDNMPI_JOB=ar-{way}"]
-            env.append(f"SDNMPI_AGENT_SOCKET={agents.socket_template(plan)}")
+            env += harness.tag_env(name, ctl, f"ar-{way}", "tag,push")
             env.append("SDNMPI_PUSH_TIMEOUT_MS=10000")
-        exe = ROOT / "build" / "openmpi" / "sdnmpi-bench"
-        argv = ["emu", "mpirun", "--name", name, "-n", str(len(HOSTS)), "--mpi", "openmpi"]
-        argv += ["--hosts", ",".join(HOSTS), "--timeout", "900"]
-        argv += [a for e in env for a in ("--env", e)]
-        argv += ["--", str(exe), "coll", "--op", "allreduce", "--min", sizes[0]]
-        argv += ["--max", sizes[1], "--iters", str(iters), "--warmup", "1", "--json"]
-        res = subprocess.run(
-            [*harness.CLI, *argv], capture_output=True, text=True, timeout=1200, check=False
-        )
-        if res.returncode != 0 or "running untagged" in res.stderr:
-            raise RuntimeError(f"{way}: MPI run failed ({res.returncode}):\n{res.stderr[-3000:]}")
-        if "not confirmed" in res.stderr:
-            log(f"{way}: {res.stderr.strip().splitlines()[-1]}")
-    doc = json.loads(next(ln for ln in res.stdout.splitlines() if ln.startswith("{")))
+        program = [str(harness.BENCH), "coll", "--op", "allreduce", "--min", sizes[0]]
+        program += ["--max", sizes[1], "--iters", str(iters), "--warmup", "1", "--json"]
+        doc, stderr = harness.mpirun_json(name, HOSTS, program, env, 900)
+        if "not confirmed" in stderr:
+            log(f"{way}: {stderr.strip().splitlines()[-1]}")
     return {int(r["size_bytes"]): float(r["time_max_s"]) for r in doc["results"]}
 
 
@@ -142,8 +125,7 @@ def main() -> int:
         print("exp_allreduce: needs root (emulated fabric, eBPF)", file=sys.stderr)
         return 2
     sizes, iters = (("256K", "1M"), 3) if args.quick else (("64K", "4M"), 5)
-    for target in ("mpibench", "pmpi", "bpf"):
-        subprocess.run(["make", "-s", "-C", str(ROOT), target], check=True, capture_output=True)
+    harness.build("mpibench", "pmpi", "bpf")
     times: dict[str, dict[int, float]] = {}
     with tempfile.TemporaryDirectory(prefix="sdnmpi-ar-") as tmp:
         for way, spec in WAYS.items():
@@ -165,10 +147,7 @@ def main() -> int:
             f"{w} x{u:.2f} (sim x{pred[w]:.2f})" for w, u in ups.items()))  # fmt: skip
     print(f"plot: {png}")
     summary = {"ranks": list(HOSTS), "link_scale": args.link_scale, "rows": rows, "plot": str(png)}
-    text = json.dumps(summary)
-    if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+    harness.emit(summary, args.json)
     return 0
 
 

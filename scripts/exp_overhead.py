@@ -22,10 +22,8 @@ spread over repetitions (so noise shows).  The last line printed is a JSON summa
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -36,33 +34,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import demo_fabric as harness
 
 from sdnmpi.core.generators import leaf_spine
-from sdnmpi.emu import agents, runner
-from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ("none", "tag", "profile")
 log = harness.log
 
 
 def bench(name: str, kind: str, sizes: tuple[str, str], env: list[str]) -> dict[int, float]:
     """size -> latency_us (latency) or MB/s (bw), from one run."""
-    exe = ROOT / "build" / "openmpi" / "sdnmpi-bench"
-    argv = ["emu", "mpirun", "--name", name, "-n", "2", "--mpi", "openmpi", "--hosts", "h1,h3"]
-    argv += ["--timeout", "300", *(a for e in env for a in ("--env", e)), "--", str(exe), kind]
-    argv += ["--min", sizes[0], "--max", sizes[1], "--json"]
+    program = [str(harness.BENCH), kind, "--min", sizes[0], "--max", sizes[1], "--json"]
     if kind == "bw":
         # warm-ups long enough for the agent to attribute the new connection (at most
         # one backed-off scan, 0.2 s) and the first tagged packets' reactive setup:
         # the figures are the steady state
-        argv += ["--window", "16", "--iters", "10", "--warmup", "10"]
+        program += ["--window", "16", "--iters", "10", "--warmup", "10"]
     else:
-        argv += ["--iters", "200", "--warmup", "200"]
-    res = subprocess.run(
-        [*harness.CLI, *argv], capture_output=True, text=True, timeout=600, check=False
-    )
-    if res.returncode != 0 or "running untagged" in res.stderr:
-        raise RuntimeError(f"{kind} failed ({res.returncode}):\n{res.stderr[-3000:]}")
-    doc = json.loads(next(ln for ln in res.stdout.splitlines() if ln.startswith("{")))
+        program += ["--iters", "200", "--warmup", "200"]
+    doc, _ = harness.mpirun_json(name, ("h1", "h3"), program, env, 300)
     key = "latency_us" if kind == "latency" else "bandwidth_MBps"
     return {int(r["size_bytes"]): float(r[key]) for r in doc["results"]}
 
@@ -96,8 +83,7 @@ def main() -> int:
     lat_sizes, bw_sizes = (
         (("1", "4K"), ("4K", "1M")) if args.quick else (("1", "64K"), ("1K", "4M"))
     )
-    for target in ("mpibench", "pmpi", "bpf"):
-        subprocess.run(["make", "-s", "-C", str(ROOT), target], check=True, capture_output=True)
+    harness.build("mpibench", "pmpi", "bpf")
     topo = leaf_spine(2, 2, 2, host_bps=1e9, uplink_bps=1e9, name="overhead")
     name = f"ovh-{os.getpid()}"
     lat: dict[str, list[dict[int, float]]] = {c: [] for c in CONFIGS}
@@ -106,17 +92,19 @@ def main() -> int:
         tempfile.TemporaryDirectory(prefix="sdnmpi-ovh-") as tmp,
         harness.cluster(Path(tmp), topo, name, "ovh", 4, args.link_scale) as ctl,
     ):
-        agents.up(name, controller_api=ctl.api_path)
-        plan = runner.make_plan_for(name, DEFAULT_STATE_ROOT)
-        lib = ROOT / "build" / "openmpi" / "libsdnmpi.so"
-        sock = f"SDNMPI_AGENT_SOCKET={agents.socket_template(plan)}"
+        tagging = harness.tag_env(name, ctl, "ovh")
         # ranks that yield leave the 2 cores to the switches (busy-polling ranks starve
         # ovs-vswitchd, and a message then waits a scheduler slice)
         y = "OMPI_MCA_mpi_yield_when_idle=1"
         envs = {
             "none": [y],
-            "tag": [y, f"LD_PRELOAD={lib}", "SDNMPI_MODE=tag", "SDNMPI_JOB=ovh", sock],
-            "profile": [y, f"LD_PRELOAD={lib}", "SDNMPI_MODE=profile", f"SDNMPI_TRACE_DIR={tmp}"],
+            "tag": [y, *tagging],
+            "profile": [
+                y,
+                f"LD_PRELOAD={harness.LIBSDNMPI}",
+                "SDNMPI_MODE=profile",
+                f"SDNMPI_TRACE_DIR={tmp}",
+            ],
         }
         for rep in range(repeat):
             for cfg in CONFIGS:
@@ -141,10 +129,7 @@ def main() -> int:
         print(f"  {row['size_bytes']:>8} B  none {row['none']['median']:8.2f}"
               f"  tag x{row['tag']['vs_none']:.3f}  profile x{row['profile']['vs_none']:.3f}"
               f"  (none spread {row['none']['min']:.2f}..{row['none']['max']:.2f})")  # fmt: skip
-    text = json.dumps(summary)
-    if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+    harness.emit(summary, args.json)
     return 0
 
 

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -40,8 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import demo_fabric as harness
 
 from sdnmpi import catalog
-from sdnmpi.emu import agents, runner
-from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
+from sdnmpi.emu import runner
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = ("node01", "node02", "node07", "node08", "node13", "node14", "node19", "node20")
@@ -85,23 +82,10 @@ class Sampler:
 
 
 def run_bench(name: str, size: int, duration_s: float, env: list[str]) -> list[dict[str, Any]]:
-    bench = ROOT / "build" / "openmpi" / "sdnmpi-bench"
-    argv = ["emu", "mpirun", "--name", name, "-n", str(len(HOSTS)), "--mpi", "openmpi"]
-    argv += ["--hosts", ",".join(HOSTS), "--timeout", str(4 * duration_s + 120)]
-    argv += [a for e in env for a in ("--env", e)]
-    argv += ["--", str(bench), "coll", "--op", "bcast,reduce", "--size", str(size)]
-    argv += ["--duration", str(duration_s), "--warmup", "2", "--json"]
-    res = subprocess.run(
-        [*harness.CLI, *argv],
-        capture_output=True,
-        text=True,
-        timeout=8 * duration_s + 300,
-        check=False,
-    )
-    if res.returncode != 0 or "running untagged" in res.stderr:
-        raise RuntimeError(f"MPI run failed ({res.returncode}):\n{res.stderr[-3000:]}")
-    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("{"))
-    rows: list[dict[str, Any]] = json.loads(line)["results"]
+    program = [str(harness.BENCH), "coll", "--op", "bcast,reduce", "--size", str(size)]
+    program += ["--duration", str(duration_s), "--warmup", "2", "--json"]
+    doc, _ = harness.mpirun_json(name, HOSTS, program, env, 8 * duration_s + 240)
+    rows: list[dict[str, Any]] = doc["results"]
     return rows
 
 
@@ -112,13 +96,7 @@ def one_run(
     name = f"uf{label[0]}-{os.getpid()}"
     extra = ("--primitives", "unisonflow") if tagged else ("--router", "ecmp")
     with harness.cluster(workdir, topo, name, label, 6, link_scale, extra) as ctl:
-        env: list[str] = []
-        if tagged:
-            agents.up(name, controller_api=ctl.api_path)
-            plan = runner.make_plan_for(name, DEFAULT_STATE_ROOT)
-            lib = ROOT / "build" / "openmpi" / "libsdnmpi.so"
-            env = [f"LD_PRELOAD={lib}", "SDNMPI_MODE=tag", f"SDNMPI_JOB=unisonflow-{label}"]
-            env.append(f"SDNMPI_AGENT_SOCKET={agents.socket_template(plan)}")
+        env = harness.tag_env(name, ctl, f"unisonflow-{label}") if tagged else []
         with Sampler(name) as sampler:
             time.sleep(1.0)
             rows = run_bench(name, size, duration_s, env)
@@ -181,8 +159,7 @@ def main() -> int:
         print("exp_unisonflow: needs root (emulated fabric, eBPF)", file=sys.stderr)
         return 2
     duration = 4.0 if args.quick else 10.0
-    for target in ("mpibench", "pmpi", "bpf"):
-        subprocess.run(["make", "-s", "-C", str(ROOT), target], check=True, capture_output=True)
+    harness.build("mpibench", "pmpi", "bpf")
     runs: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="sdnmpi-uf-") as tmp:
         for label, tagged in (("tagged", True), ("ecmp", False)):
@@ -206,10 +183,7 @@ def main() -> int:
     print(f"ECMP:   Bcast bytes on spine1 {100 * ecmp['bcast']['on_spine1']:.1f} %, "
           f"Reduce bytes on spine1 {100 * ecmp['reduce']['on_spine1']:.1f} %")  # fmt: skip
     print(f"plot: {png}")
-    text = json.dumps(summary)
-    if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+    harness.emit(summary, args.json)
     return 0
 
 

@@ -54,8 +54,8 @@ class Tagged:
 @pytest.fixture(scope="module")
 def tagged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tagged]:
     require_root_and_tools()
-    res = subprocess.run(["make", "-s", "-C", str(ROOT), "bpf"], capture_output=True, text=True,
-                         check=False)  # fmt: skip
+    res = subprocess.run(["make", "-s", "-C", str(ROOT), "bpf", "pmpi", "mpibench"],
+                         capture_output=True, text=True, check=False)  # fmt: skip
     assert res.returncode == 0, res.stderr
     workdir = tmp_path_factory.mktemp("tag")
     topo_file = workdir / "leaf-spine-2x2x2.json"
@@ -187,9 +187,6 @@ def test_real_mpi_collectives_are_tagged_and_take_their_spines(tagged: Tagged, m
     """Unmodified sdnmpi-bench under LD_PRELOAD=libsdnmpi.so (tag mode): the Bcast loop
     crosses spine1, the Reduce loop spine2, as the controller's pinned modules say."""
     plan = tagged.plan
-    res = subprocess.run(["make", "-s", "-C", str(ROOT), "pmpi", "mpibench"], capture_output=True,
-                         text=True, check=False)  # fmt: skip
-    assert res.returncode == 0, res.stderr
     lib, bench = ROOT / "build" / mpi / "libsdnmpi.so", ROOT / "build" / mpi / "sdnmpi-bench"
     size, iters = 1 << 20, 8
     env = [f"LD_PRELOAD={lib}", "SDNMPI_MODE=tag", f"SDNMPI_JOB=real-{mpi}",
@@ -219,9 +216,6 @@ def test_push_mode_installs_routes_before_the_collective(tagged: Tagged) -> None
     controller installs its rules before the traffic, so fewer (ideally no) tagged
     packets reach the controller."""
     plan, ctl = tagged.plan, tagged.controller
-    res = subprocess.run(["make", "-s", "-C", str(ROOT), "pmpi", "mpibench"], capture_output=True,
-                         text=True, check=False)  # fmt: skip
-    assert res.returncode == 0, res.stderr
     build = ROOT / "build" / "openmpi"
     lib, bench = build / "libsdnmpi.so", build / "sdnmpi-bench"
     misses: dict[str, int] = {}
