@@ -29,21 +29,30 @@ $(STAMP): pyproject.toml | deps
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $@
 
-venv: $(STAMP)
+# The manager's gRPC stubs, generated from proto/ (build outputs, not committed).
+PROTO := proto/sdnmpi/wire/manager.proto
+PB := src/sdnmpi/wire/manager_pb2.py
+$(PB): $(PROTO) $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=src --pyi_out=src --grpc_python_out=src $(PROTO)
 
-lint: $(STAMP)
+.PHONY: proto
+proto: $(PB)
+
+venv: $(STAMP) $(PB)
+
+lint: $(STAMP) $(PB)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP)
+typecheck: $(STAMP) $(PB)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) $(PB)
 	$(BIN)/pytest -q
 
 test: lint typecheck unit
 
-demo: $(STAMP)
+demo: $(STAMP) $(PB)
 	@scripts/demo.sh
 
 BENCHMARKS := bench_core bench_routing bench_ours bench_sim bench_quality

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sdnmpi.cli.main import main
-from sdnmpi.controller.jobstore import SCHEMA, JobStore
+from sdnmpi.controller.jobstore import SCHEMA, JobStore, StoredState
 from sdnmpi.errors import ConfigError
 
 PAIRS = {("h1", "h3"): ["h1", "leaf1", "spine2", "leaf2", "h3"]}
@@ -16,13 +16,21 @@ PAIRS = {("h1", "h3"): ["h1", "leaf1", "spine2", "leaf2", "h3"]}
 
 def test_round_trip_and_missing_file(tmp_path: Path) -> None:
     store = JobStore(tmp_path / "jobs.json")
-    assert store.load() == {}
-    store.save({7: PAIRS, 12: {}})
-    assert store.load() == {7: PAIRS, 12: {}}
+    assert store.load() == StoredState()
+    tagged = {"cg": {"slot": 1, "nprocs": 1, "hosts": {"0": "h1"}, "collectives": []}}
+    store.save({7: PAIRS, 12: {}}, tagged)
+    assert store.load() == StoredState({7: PAIRS, 12: {}}, tagged)
     assert json.loads(store.path.read_text())["jobs"]["7"] == {"h1>h3": PAIRS[("h1", "h3")]}
     store.save({})
-    assert store.load() == {}
+    assert store.load() == StoredState()
     assert [p.name for p in tmp_path.iterdir()] == ["jobs.json"]  # no temporary left
+
+
+def test_version_1_files_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.json"
+    doc = {"schema": "sdnmpi.controller-jobs/1", "jobs": {"7": {"h1>h3": PAIRS[("h1", "h3")]}}}
+    path.write_text(json.dumps(doc))
+    assert JobStore(path).load() == StoredState({7: PAIRS})
 
 
 @pytest.mark.parametrize(
@@ -30,11 +38,19 @@ def test_round_trip_and_missing_file(tmp_path: Path) -> None:
     [
         ("{", "not a jobs file"),
         ('{"schema": "other/1", "jobs": {}}', "schema"),
-        (json.dumps({"schema": SCHEMA, "jobs": {}, "extra": 1}), "exactly"),
-        (json.dumps({"schema": SCHEMA, "jobs": {"x": {}}}), "job id 'x'"),
-        (json.dumps({"schema": SCHEMA, "jobs": {"1": {"h1h3": ["h1"]}}}), "'SRC>DST'"),
-        (json.dumps({"schema": SCHEMA, "jobs": {"1": {"h1>h3": "h1"}}}), "list of node names"),
-        (json.dumps({"schema": SCHEMA, "jobs": {"1": []}}), "must be an object"),
+        (json.dumps({"schema": SCHEMA, "jobs": {}, "tagged": {}, "extra": 1}), "exactly"),
+        (json.dumps({"schema": SCHEMA, "jobs": {}}), "exactly"),
+        (json.dumps({"schema": SCHEMA, "jobs": {}, "tagged": []}), "'tagged' must be"),
+        (json.dumps({"schema": SCHEMA, "jobs": {"x": {}}, "tagged": {}}), "job id 'x'"),
+        (
+            json.dumps({"schema": SCHEMA, "jobs": {"1": {"h1h3": ["h1"]}}, "tagged": {}}),
+            "'SRC>DST'",
+        ),
+        (
+            json.dumps({"schema": SCHEMA, "jobs": {"1": {"h1>h3": "h1"}}, "tagged": {}}),
+            "list of node names",
+        ),
+        (json.dumps({"schema": SCHEMA, "jobs": {"1": []}, "tagged": {}}), "must be an object"),
     ],
 )
 def test_malformed_files_name_the_file(tmp_path: Path, text: str, needle: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sdnmpi.controller.flows import FlowRule
-from sdnmpi.controller.tagservice import TagService, planner_job_id
+from sdnmpi.controller.tagservice import RestoreError, TagService, planner_job_id
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.errors import ConfigError, SdnMpiError
 from sdnmpi.wire.tag import Primitive, Tag
@@ -130,3 +130,49 @@ def test_push_installs_a_collective_once(setup: Setup) -> None:
     # an allreduce message from rank 0 (h1) to rank 2 (h5) needs no controller now
     trace = send(setup, "h1", "h5", Tag(1, Primitive.ALLREDUCE, 0, 2).mac)
     assert trace.outcome == "delivered" and trace.host == "h5"
+
+
+def test_snapshot_restores_a_tagged_job_into_a_new_controller(setup: Setup) -> None:
+    svc = TagService(setup.planner)
+    coll = {"name": "bcast", "root": 0, "count": 1 << 20, "type_bytes": 1, "comm": None}
+    ask(setup, svc, op="tag_collectives", job="42", collectives=[coll])
+    join_all(setup, svc)
+    ask(setup, svc, op="tag_join", job="cg", rank=0, nprocs=2, host="h1")  # half joined
+    snap = svc.snapshot()
+    assert snap["42"]["slot"] == 1 and snap["cg"]["slot"] == 2
+    assert snap["42"]["collectives"] == [coll]
+    # a restarted controller: new planner, same switches
+    fresh = steady(leaf_spine(2, 4, 2))
+    restored = TagService(fresh.planner)
+    fresh.send(restored.restore(snap))
+    assert restored.snapshot() == snap
+    assert restored.registered == {"42": 42}
+    assert tag_rules(fresh.fabric.rules(), 42) == tag_rules(setup.fabric.rules(), 42) != []
+    # the half-joined job completes as usual; a new job gets a free slot
+    reply = ask(fresh, restored, op="tag_join", job="cg", rank=1, nprocs=2, host="h3")
+    assert reply == {"ok": True, "job_slot": 2, "complete": True}
+    assert (
+        ask(fresh, restored, op="tag_join", job="x", rank=0, nprocs=1, host="h5")["job_slot"] == 3
+    )
+
+
+def test_restore_drops_bad_entries_and_keeps_the_others(setup: Setup) -> None:
+    svc = TagService(setup.planner)
+    join_all(setup, svc)
+    good = svc.snapshot()["42"]
+    doc = {
+        "42": good,
+        "bad-host": {**good, "slot": 5, "hosts": {"0": "h99"}, "nprocs": 1},
+        "bad-slot": {**good, "slot": 1},  # taken by job 42
+        "bad-keys": {"slot": 7},
+        "bad-coll": {**good, "slot": 9, "collectives": [{"name": "nope"}]},
+    }
+    fresh = steady(leaf_spine(2, 4, 2))
+    restored = TagService(fresh.planner)
+    with pytest.raises(RestoreError) as exc:
+        restored.restore(doc)
+    for job in ("bad-host", "bad-slot", "bad-keys", "bad-coll"):
+        assert job in str(exc.value)
+    fresh.send(exc.value.msgs)
+    assert set(restored.hub.jobs) == {"42"} and restored.registered == {"42": 42}
+    assert restored.snapshot() == {"42": good}

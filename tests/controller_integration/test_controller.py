@@ -21,6 +21,7 @@ import pytest
 from sdnmpi.controller import cookies
 from sdnmpi.controller.planner import Planner
 from sdnmpi.emu import runner
+from sdnmpi.formats.native import topology_from_dict
 from sdnmpi.testing.waits import wait_for
 from tests.controller_integration.conftest import Cluster, discovery
 from tests.controller_integration.support import (
@@ -152,6 +153,13 @@ def test_job_routes_installed_confirmed_and_removed(cluster: Cluster):
     after = port_rx_bytes(cluster.plan, spine2)
     assert after[1] - before[1] >= 20 * 1000  # h1's pings entered spine2 from leaf1
     print(f"\njob 42: {reply['flow_mods']} flow-mods confirmed in {reply['seconds']} s")
+    held = api(ctl, {"op": "jobs"})
+    assert held == {"ok": True, "jobs": {"42": pairs}}
+    live = api(ctl, {"op": "topology"})
+    assert live["ok"] is True
+    topo = topology_from_dict(live["topology"])
+    assert {h.name for h in topo.hosts} == {h.name for h in cluster.model.hosts}
+    assert len(topo.links) == len(cluster.model.links)
     bad = api(ctl, {"op": "install_job", "job_id": 43, "pairs": {"h1>h9": ["h1", "leaf1", "h9"]}})
     assert bad["ok"] is False and "h9" in str(bad["error"])
     assert api(ctl, {"op": "bogus"})["ok"] is False
@@ -159,6 +167,7 @@ def test_job_routes_installed_confirmed_and_removed(cluster: Cluster):
     assert removed["ok"] is True, removed
     assert all(v == [] for v in job_rules(cluster).values())
     assert api(ctl, {"op": "remove_job", "job_id": 42})["ok"] is False
+    assert api(ctl, {"op": "jobs"}) == {"ok": True, "jobs": {}}
 
 
 def test_controller_restart_keeps_traffic_and_resyncs(cluster: Cluster):

@@ -178,6 +178,37 @@ def test_proactive_job_causes_no_packet_in(tagged: Tagged) -> None:
     wait_for("the job's tag rules removed", lambda: _tag_rules(plan) == 0, 10)
 
 
+def test_tagged_job_survives_a_controller_restart(tagged: Tagged) -> None:
+    """The job store keeps tagged jobs: after a restart the switches keep the job's tag
+    rules (no flow-mod sent) and its packets still need no controller."""
+    plan, ctl = tagged.plan, tagged.controller
+    coll = {"name": "bcast", "root": 0, "count": 1 << 20, "type_bytes": 1, "comm": None}
+    assert api(ctl, {"op": "tag_collectives", "job": "503", "collectives": [coll]})["ok"]
+    r0, r1 = _job(tagged, "503")
+    try:
+        rules = _tag_rules(plan)
+        assert rules > 0
+        assert ctl.stop() == 0
+        ctl.start()
+        wait_for("rediscovery", lambda: "discovery complete" in ctl.log(), 30)
+        log = ctl.log()
+        assert "tagged jobs restored: 503" in log, log
+        assert "sending" not in log  # the switches already hold every rule
+        assert _tag_rules(plan) == rules
+        misses = _misses(plan)
+        bcast = _send(plan, r0, r1, Primitive.BCAST)
+        print(f"\nafter restart: {rules} tag rules kept, bcast spine bytes {bcast}, "
+              f"tag misses {_misses(plan) - misses}")  # fmt: skip
+        assert _misses(plan) == misses
+        assert bcast["spine1"] >= VOLUME and bcast["spine2"] < VOLUME // 10
+    finally:
+        for r in (r0, r1):
+            r.quit()
+            r.kill()
+    wait_for("the job's tag rules removed", lambda: _tag_rules(plan) == 0, 10)
+    assert api(ctl, {"op": "jobs"})["ok"] is True
+
+
 def _spine_totals(plan: FabricPlan) -> dict[str, int]:
     return {s: sum(port_rx_bytes(plan, _bridge(plan, s)).values()) for s in ("spine1", "spine2")}
 

@@ -70,7 +70,7 @@ def run_command(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
 ) -> None:
     """Run the controller until SIGTERM or Ctrl-C."""
-    from sdnmpi.controller.jobstore import JobStore
+    from sdnmpi.controller.jobstore import JobStore, StoredState
     from sdnmpi.controller.launcher import ListenConfig, run
     from sdnmpi.controller.oskenapp import AppSettings
     from sdnmpi.controller.planner import Planner, PlannerConfig
@@ -98,7 +98,7 @@ def run_command(
         hold_s=hold_s,
         api_socket=api_socket,
         job_store=store,
-        restore_jobs=store.load() if store is not None else {},
+        restore=store.load() if store is not None else StoredState(),
     )
     run(settings, ListenConfig(listen_host, port))
 

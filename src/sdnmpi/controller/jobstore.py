@@ -1,16 +1,25 @@
 """Job routes kept across controller restarts: one JSON file, replaced atomically.
 
 The controller writes the file after every accepted ``install_job`` and
-``remove_job``, and reads it when it starts: the stored jobs are handed to the
-planner before its first sync, so a restarted controller finds the jobs' rules
-already on the switches and sends nothing (the job's traffic never leaves its
-routes).  A job that no longer fits the live fabric (a host or switch gone) is
-dropped with a warning instead of blocking the start.
+``remove_job`` and after every change of a tagged job (a rank joined or left,
+collectives announced or pushed), and reads it when it starts: the stored jobs
+are handed to the planner before its first sync, so a restarted controller
+finds the jobs' rules already on the switches and sends nothing (the job's
+traffic never leaves its routes, and tagged packets keep their per-primitive
+rules instead of all reaching the controller).  A job that no longer fits the
+live fabric (a host or switch gone) is dropped with a warning instead of
+blocking the start.
 
-Format (``sdnmpi.controller-jobs/1``)::
+Format (``sdnmpi.controller-jobs/2``; version 1 files, without ``tagged``, are read)::
 
-    {"schema": "sdnmpi.controller-jobs/1",
-     "jobs": {"42": {"h1>h3": ["h1", "leaf1", "spine2", "leaf2", "h3"]}}}
+    {"schema": "sdnmpi.controller-jobs/2",
+     "jobs": {"42": {"h1>h3": ["h1", "leaf1", "spine2", "leaf2", "h3"]}},
+     "tagged": {"cg": {"slot": 1, "nprocs": 2, "hosts": {"0": "h1", "1": "h3"},
+                       "collectives": [{"name": "bcast", "root": 0, "count": 1024,
+                                        "type_bytes": 8, "comm": null}]}}}
+
+``tagged`` is the tag service's snapshot (validated when it is restored, see
+:meth:`sdnmpi.controller.tagservice.TagService.restore`).
 """
 
 from __future__ import annotations
@@ -18,15 +27,25 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sdnmpi.errors import ConfigError
 
-SCHEMA = "sdnmpi.controller-jobs/1"
+SCHEMA = "sdnmpi.controller-jobs/2"
+_SCHEMA_V1 = "sdnmpi.controller-jobs/1"
 
 #: job id -> (src host, dst host) -> node names of the path.
 JobPairs = dict[tuple[str, str], list[str]]
+
+
+@dataclass(frozen=True)
+class StoredState:
+    """What the file holds: job routes, and the tagged jobs' snapshot."""
+
+    jobs: dict[int, JobPairs] = field(default_factory=dict)
+    tagged: dict[str, Any] = field(default_factory=dict)
 
 
 class JobStore:
@@ -42,12 +61,12 @@ class JobStore:
         if self.path.exists() and not self.path.is_file():
             raise ConfigError(f"--state-file {self.path} exists and is not a file")
 
-    def load(self) -> dict[int, JobPairs]:
-        """The stored jobs; :class:`ConfigError` naming the file if it is malformed."""
+    def load(self) -> StoredState:
+        """The stored state; :class:`ConfigError` naming the file if it is malformed."""
         try:
             text = self.path.read_text()
         except FileNotFoundError:
-            return {}
+            return StoredState()
         except OSError as exc:
             raise ConfigError(f"{self.path}: cannot read: {exc}") from None
         try:
@@ -55,7 +74,11 @@ class JobStore:
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{self.path}: not a jobs file: {exc}") from None
 
-    def save(self, jobs: Mapping[int, Mapping[tuple[str, str], Sequence[str]]]) -> None:
+    def save(
+        self,
+        jobs: Mapping[int, Mapping[tuple[str, str], Sequence[str]]],
+        tagged: Mapping[str, Any] | None = None,
+    ) -> None:
         """Replace the file (write a temporary file, fsync, rename)."""
         doc = {
             "schema": SCHEMA,
@@ -63,6 +86,7 @@ class JobStore:
                 str(job): {f"{s}>{d}": list(path) for (s, d), path in sorted(pairs.items())}
                 for job, pairs in sorted(jobs.items())
             },
+            "tagged": dict(tagged or {}),
         }
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         with tmp.open("w") as out:
@@ -73,19 +97,25 @@ class JobStore:
         os.replace(tmp, self.path)
 
 
-def parse(doc: Any) -> dict[int, JobPairs]:
+def parse(doc: Any) -> StoredState:
     """Validate a decoded jobs document (:class:`ValueError` on anything unexpected).
 
-    >>> parse({"schema": SCHEMA, "jobs": {"7": {"h1>h2": ["h1", "s1", "h2"]}}})
+    >>> parse({"schema": _SCHEMA_V1, "jobs": {"7": {"h1>h2": ["h1", "s1", "h2"]}}}).jobs
     {7: {('h1', 'h2'): ['h1', 's1', 'h2']}}
     """
-    if not isinstance(doc, dict) or set(doc) != {"schema", "jobs"}:
-        raise ValueError("want an object with exactly 'schema' and 'jobs'")
-    if doc["schema"] != SCHEMA:
-        raise ValueError(f"schema {doc['schema']!r}, want {SCHEMA!r}")
+    if not isinstance(doc, dict) or doc.get("schema") not in (SCHEMA, _SCHEMA_V1):
+        got = doc.get("schema") if isinstance(doc, dict) else None
+        raise ValueError(f"schema {got!r}, want {SCHEMA!r}")
+    keys = {"schema", "jobs", "tagged"} if doc["schema"] == SCHEMA else {"schema", "jobs"}
+    if set(doc) != keys:
+        raise ValueError(f"want an object with exactly {sorted(keys)}")
     if not isinstance(doc["jobs"], dict):
         raise ValueError("'jobs' must be an object")
-    return {_job_id(k): _pairs(k, v) for k, v in doc["jobs"].items()}
+    tagged = doc.get("tagged", {})
+    if not isinstance(tagged, dict):
+        raise ValueError("'tagged' must be an object")
+    jobs = {_job_id(k): _pairs(k, v) for k, v in doc["jobs"].items()}
+    return StoredState(jobs, tagged)
 
 
 def _job_id(key: str) -> int:

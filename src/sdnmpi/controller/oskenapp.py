@@ -31,7 +31,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
@@ -63,12 +63,13 @@ from sdnmpi.controller.flows import (
     SetField,
     ToController,
 )
-from sdnmpi.controller.jobstore import JobPairs, JobStore
+from sdnmpi.controller.jobstore import JobPairs, JobStore, StoredState
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.portstats import PortStats
-from sdnmpi.controller.tagservice import TAG_OPS, TagService
+from sdnmpi.controller.tagservice import TAG_OPS, RestoreError, TagService
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError, SdnMpiError
+from sdnmpi.formats.native import topology_to_dict
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ class AppSettings:
     #: Where accepted jobs are written (``--state-file``), and the jobs read from it
     #: at start-up, restored before the first sync.
     job_store: JobStore | None = None
-    restore_jobs: Mapping[int, JobPairs] = field(default_factory=dict)
+    restore: StoredState = field(default_factory=StoredState)
 
 
 _OFPFC = {"add": "OFPFC_ADD", "delete": "OFPFC_DELETE", "delete_strict": "OFPFC_DELETE_STRICT"}
@@ -292,7 +293,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
     def _restore_jobs(self) -> list[Message]:
         """Hand the stored jobs to the planner before its first sync (see jobstore)."""
         out: list[Message] = []
-        for job_id, pairs in sorted(self.cfg.restore_jobs.items()):
+        stored = self.cfg.restore
+        for job_id, pairs in sorted(stored.jobs.items()):
             try:
                 out += self.planner.install_job(job_id, pairs)
             except SdnMpiError as exc:
@@ -300,7 +302,14 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 continue
             self.job_pairs[job_id] = dict(pairs)
             log.info("job %d restored: %d pairs", job_id, len(pairs))
-        if self.job_pairs.keys() != self.cfg.restore_jobs.keys():
+        try:
+            out += self.tags.restore(stored.tagged)
+        except RestoreError as exc:
+            log.warning("%s", exc)
+            out += exc.msgs
+        if stored.tagged:
+            log.info("tagged jobs restored: %s", ", ".join(sorted(self.tags.hub.jobs)) or "none")
+        if self.job_pairs.keys() != stored.jobs.keys() or self.tags.snapshot() != stored.tagged:
             self._save_jobs()
         return out
 
@@ -308,7 +317,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         if self.cfg.job_store is None:
             return
         try:
-            self.cfg.job_store.save(self.job_pairs)
+            self.cfg.job_store.save(self.job_pairs, self.tags.snapshot())
         except OSError as exc:
             log.error("cannot write the job store %s: %s", self.cfg.job_store.path, exc)
 
@@ -369,6 +378,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         tag_req = _tag_request(line)
         if tag_req is not None:
             return self._tag_request(tag_req)
+        query = _query_op(line)
+        if query is not None:
+            return self._query(query)
         try:
             op, job_id, pairs = parse_request(line)
             t0 = time.monotonic()
@@ -405,7 +417,10 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             with self.lock:
                 if not self._synced_once:
                     raise ConfigError("the fabric is not discovered yet")
+                before = self.tags.snapshot()
                 reply, msgs = self.tags.handle(req)
+                if self.tags.snapshot() != before:
+                    self._save_jobs()
                 confirmed = self._send_confirmed(msgs) if msgs else True
         except SdnMpiError as exc:
             log.info("%s refused: %s", req.get("op"), exc)
@@ -416,6 +431,22 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 "%s %s: %d flow-mods, confirmed=%s", req["op"], req.get("job"), mods, confirmed
             )
         return {**reply, "ok": confirmed}
+
+    def _query(self, op: str) -> dict[str, Any]:
+        """Read-only ops: ``topology`` (the live fabric) and ``jobs`` (job routes held)."""
+        with self.lock:
+            if op == "jobs":
+                return {
+                    "ok": True,
+                    "jobs": {
+                        str(job): {f"{s}>{d}": list(path) for (s, d), path in pairs.items()}
+                        for job, pairs in sorted(self.job_pairs.items())
+                    },
+                }
+            topo = self.planner.live_topology()
+        if topo is None:
+            return {"ok": False, "error": "the fabric is not discovered yet"}
+        return {"ok": True, "topology": topology_to_dict(topo)}
 
     def _send_confirmed(self, msgs: list[Message]) -> bool:
         """Send and wait (lock held, released while waiting) for the barrier replies."""
@@ -461,6 +492,25 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
 _API_KEYS = {"install_job": {"op", "job_id", "pairs"}, "remove_job": {"op", "job_id"}}
 
 
+#: Read-only ops, answered from the controller's state (no flow-mods).
+QUERY_OPS = ("topology", "jobs")
+
+
+def _query_op(line: bytes) -> str | None:
+    """The op of a well-formed read-only request (``{"op": "jobs"}``), else None.
+
+    >>> _query_op(b'{"op": "jobs"}'), _query_op(b'{"op": "jobs", "x": 1}')
+    ('jobs', None)
+    """
+    try:
+        obj = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if isinstance(obj, dict) and set(obj) == {"op"} and obj["op"] in QUERY_OPS:
+        return str(obj["op"])
+    return None
+
+
 def _tag_request(line: bytes) -> dict[str, Any] | None:
     """The request as an object if it is one of the agents' ``tag_*`` ops, else None."""
     try:
@@ -484,7 +534,7 @@ def parse_request(line: bytes) -> tuple[str, int, dict[tuple[str, str], list[str
         raise ConfigError(f"request is not JSON: {exc}") from None
     op = obj.get("op") if isinstance(obj, dict) else None
     if op not in _API_KEYS:
-        raise ConfigError(f"unknown op {op!r}; known: {sorted(_API_KEYS)}")
+        raise ConfigError(f"unknown op {op!r}; known: {sorted([*_API_KEYS, *QUERY_OPS])}")
     if set(obj) != _API_KEYS[op]:
         raise ConfigError(f"{op} takes keys {sorted(_API_KEYS[op])}, got {sorted(obj)}")
     job_id = obj["job_id"]

@@ -31,7 +31,7 @@ from typing import Any
 from sdnmpi.controller.flows import Message
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.primitives.base import Collective
-from sdnmpi.controller.taghub import TagHub
+from sdnmpi.controller.taghub import TaggedJob, TagHub
 from sdnmpi.errors import ConfigError, RoutingError
 from sdnmpi.node.procnet import Endpoint
 
@@ -87,6 +87,52 @@ class TagService:
         msgs = self._unregister(job) if done is not None else []
         return {"ok": True, "job_done": done is not None}, msgs
 
+    def snapshot(self) -> dict[str, Any]:
+        """The tagged jobs as JSON data (what the job store keeps across restarts)."""
+        return {
+            job: {
+                "slot": entry.slot,
+                "nprocs": entry.nprocs,
+                "hosts": {str(r): h for r, h in sorted(entry.hosts.items())},
+                "collectives": [_collective_dict(c) for c in self.collectives.get(job, ())],
+            }
+            for job, entry in sorted(self.hub.jobs.items())
+        }
+
+    def restore(self, doc: dict[str, Any]) -> list[Message]:
+        """Take back a :meth:`snapshot` (controller start, before the first sync).
+
+        Each job is restored on its own: a malformed or no longer routable job is
+        dropped with a :class:`ConfigError` naming it, after the others.
+        """
+        msgs: list[Message] = []
+        dropped: list[str] = []
+        for job, obj in sorted(doc.items()):
+            try:
+                msgs += self._restore_job(job, obj)
+            except (ConfigError, RoutingError, KeyError, TypeError, ValueError) as exc:
+                self.hub.jobs.pop(job, None)
+                self.collectives.pop(job, None)
+                self.registered.pop(job, None)
+                dropped.append(f"{job}: {exc}")
+        if dropped:
+            raise RestoreError(msgs, dropped)
+        return msgs
+
+    def _restore_job(self, job: str, obj: Any) -> list[Message]:
+        if not isinstance(obj, dict) or set(obj) != {"slot", "nprocs", "hosts", "collectives"}:
+            raise ConfigError("want slot, nprocs, hosts and collectives")
+        slot, nprocs = _int(obj, "slot"), _int(obj, "nprocs")
+        if any(e.slot == slot for e in self.hub.jobs.values()) or not 1 <= slot <= 127:
+            raise ConfigError(f"job slot {slot} is taken or out of range")
+        if not isinstance(obj["collectives"], list):
+            raise ConfigError("collectives must be a list")
+        self.collectives[job] = tuple(_collective(c) for c in obj["collectives"])
+        self.hub.jobs[job] = TaggedJob(job, slot, nprocs)
+        for rank, host in obj["hosts"].items():
+            self.hub.join(job, int(rank), nprocs, _text({"host": host}, "host"))
+        return self._register(job) if self.hub.jobs[job].complete else []
+
     def _join(self, job: str, rank: int, nprocs: int, host: str) -> Answer:
         new = job not in self.hub.jobs or rank not in self.hub.jobs[job].hosts
         entry = self.hub.join(job, rank, nprocs, host)
@@ -135,6 +181,26 @@ class TagService:
         if job not in self.hub.jobs:  # the job ended: forget its announcement too
             self.collectives.pop(job, None)
         return self.planner.unregister_tagged_job(job_id)
+
+
+class RestoreError(ConfigError):
+    """Some stored tagged jobs could not be restored; ``msgs`` restores the others."""
+
+    def __init__(self, msgs: list[Message], dropped: list[str]) -> None:
+        super().__init__("tagged jobs not restored: " + "; ".join(dropped))
+        self.msgs = msgs
+
+
+def _collective_dict(coll: Collective) -> dict[str, Any]:
+    """A collective as :func:`_collective` reads it back."""
+    comm = list(coll.comm) if coll.comm is not None else None
+    return {
+        "name": coll.name,
+        "root": coll.root,
+        "count": coll.count,
+        "type_bytes": coll.type_bytes,
+        "comm": comm,
+    }
 
 
 def _text(req: dict[str, Any], key: str) -> str:

@@ -130,20 +130,34 @@ class ControllerHub:
         with self._lock:
             self._drop()
 
+    def _exchange(self, req: dict[str, Any]) -> Any:
+        """Send one request and read its reply (lock held); connects if needed."""
+        if self._sock is None:
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._sock.settimeout(self.timeout_s)
+            self._sock.connect(str(self.api_socket))
+            self._lines = self._sock.makefile("rb")
+        self._sock.sendall(json.dumps(req).encode() + b"\n")
+        line = self._lines.readline()
+        if not line:
+            raise OSError("connection closed by the controller")
+        return json.loads(line)
+
     def _call(self, req: dict[str, Any]) -> dict[str, Any] | None:
         with self._lock:
             try:
-                if self._sock is None:
-                    self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                    self._sock.settimeout(self.timeout_s)
-                    self._sock.connect(str(self.api_socket))
-                    self._lines = self._sock.makefile("rb")
-                self._sock.sendall(json.dumps(req).encode() + b"\n")
-                reply = json.loads(self._lines.readline())
-            except (OSError, ValueError) as exc:
+                reply = self._exchange(req)
+            except (OSError, ValueError):
+                # a connection from before a controller restart: one retry on a new one
                 self._drop()
-                self._warn("down", f"controller {self.api_socket} unreachable ({exc}): untagged")
-                return None
+                try:
+                    reply = self._exchange(req)
+                except (OSError, ValueError) as exc:
+                    self._drop()
+                    self._warn(
+                        "down", f"controller {self.api_socket} unreachable ({exc}): untagged"
+                    )
+                    return None
         if not isinstance(reply, dict) or not reply.get("ok"):
             self._warn(str(req["op"]), f"controller refused {req['op']}: {reply}")
             return None
