@@ -16,7 +16,7 @@ help:
 	@echo "make test   install what is missing, then run lint, type checks and all tests"
 	@echo "make bench  run the benchmarks (figures and ratios)"
 	@echo "make exp-unisonflow  the UnisonFlow experiment on the emulated fabric (root)"
-	@echo "make exp-overhead    tagging and profiling overhead on the emulated fabric (root)"
+	@echo "make exp-overhead    tagging and profiling overhead: emulated fabric, then a direct link (root)"
 	@echo "make exp-allreduce   SDN_MPI_Allreduce: push mode vs default routes (root)"
 
 # System packages (apt), installed only when missing; the list grows with the project.
@@ -71,6 +71,7 @@ exp-allreduce: $(STAMP)
 # Node-side overhead (root): latency and bandwidth, plain vs tag mode vs profile mode.
 exp-overhead: $(STAMP)
 	$(BIN)/python scripts/exp_overhead.py
+	$(BIN)/python scripts/exp_overhead.py --direct
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache

@@ -229,3 +229,24 @@ def test_existing_clsact_is_kept(pair: Pair, bpf_build: Path) -> None:
     assert "clsact" in sh("tc", "-n", pair.a, "qdisc", "show", "dev", pair.veth_a).stdout
     egress = sh("tc", "-n", pair.a, "filter", "show", "dev", pair.veth_a, "egress").stdout
     assert egress.strip() == ""
+
+
+def test_acceptor_delivers_tagged_frames_on_a_direct_link(pair: Pair, bpf_build: Path) -> None:
+    """A's frames to B carry a tag as destination MAC (a permanent neighbour entry):
+    B's kernel drops them (another host's MAC) until accept.bpf.o is on B's ingress;
+    untagged frames to another MAC stay dropped."""
+    sh("ip", "-n", pair.a, "neigh", "replace", ADDR_B, "lladdr", TAG.mac, "dev", pair.veth_a,
+       "nud", "permanent")  # fmt: skip
+
+    def ping() -> int:
+        return sh("ip", "netns", "exec", pair.a, "ping", "-c", "2", "-i", "0.2", "-W", "1", ADDR_B,
+                  check=False).returncode  # fmt: skip
+
+    assert ping() != 0
+    sh("tc", "-n", pair.b, "qdisc", "add", "dev", pair.veth_b, "clsact")
+    sh("tc", "-n", pair.b, "filter", "add", "dev", pair.veth_b, "ingress", "bpf", "da", "obj",
+       str(bpf_build / "accept.bpf.o"), "sec", "tc")  # fmt: skip
+    assert ping() == 0
+    sh("ip", "-n", pair.a, "neigh", "replace", ADDR_B, "lladdr", "02:00:00:00:00:99", "dev",
+       pair.veth_a, "nud", "permanent")  # fmt: skip
+    assert ping() != 0
