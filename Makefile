@@ -79,7 +79,7 @@ clean:
 # C parts. mpibench: build/{mpich,openmpi}/sdnmpi-bench (a flavour whose
 # compiler wrapper is missing is skipped with a message).
 .PHONY: csrc mpibench
-csrc: mpibench bpf pmpi
+csrc: mpibench bpf pmpi spank
 mpibench:
 	$(MAKE) -C csrc/mpibench
 # pmpi: build/{mpich,openmpi}/libsdnmpi.so, the LD_PRELOAD PMPI library.
@@ -90,3 +90,7 @@ pmpi:
 .PHONY: bpf
 bpf:
 	$(MAKE) -C csrc/bpf
+# spank: build/spank/sdnmpi_spank.so, the Slurm SPANK plugin (C++, gRPC client of the manager).
+.PHONY: spank
+spank:
+	$(MAKE) -C csrc/spank

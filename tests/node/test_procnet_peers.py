@@ -113,3 +113,14 @@ def test_mirror_resolver_pairs_both_ends_per_job() -> None:
     assert hub.peer_of("7", (a, b)) is None
     assert hub.forget("7") == 1
     assert hub.forget("8") == 1
+
+
+def test_tcp_counters_parse_and_reject_garbage() -> None:
+    from sdnmpi.errors import FormatError
+    from sdnmpi.node.procnet import parse_tcp_counters, tcp_counters
+
+    active, passive, resets, estab = tcp_counters()  # this machine's own namespace
+    assert min(active, passive, resets, estab) >= 0
+    for bad in ("", "Tcp: ActiveOpens\n", "Tcp: ActiveOpens PassiveOpens\nTcp: 1 x\n"):
+        with pytest.raises(FormatError):
+            parse_tcp_counters(bad)

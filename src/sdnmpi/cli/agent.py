@@ -29,7 +29,7 @@ def run_command(
         None, "--bpf-object", help="Compiled tagger (default build/bpf/tagger.bpf.o)."
     ),
     scan_interval_s: float = typer.Option(
-        0.02, "--scan-interval", help="Seconds between scans of the ranks' TCP sockets."
+        0.01, "--scan-interval", help="Seconds between checks for new TCP connections."
     ),
     controller_api: Path | None = typer.Option(
         None,

@@ -263,3 +263,12 @@ def agents_down_command(name: str = NAME, state_root: Path = STATE_ROOT) -> None
     from sdnmpi.emu import agents
 
     console.print(f"{agents.down(name, state_root=state_root)} agents stopped", highlight=False)
+
+
+def _slurm_app() -> typer.Typer:
+    from sdnmpi.cli import emu_slurm
+
+    return emu_slurm.app
+
+
+app.add_typer(_slurm_app(), name="slurm")

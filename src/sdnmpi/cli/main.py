@@ -11,7 +11,7 @@ import sys
 import typer
 
 from sdnmpi import __version__
-from sdnmpi.cli import agent, controller, emu, evaluate, pattern, topology
+from sdnmpi.cli import agent, controller, emu, evaluate, manager, pattern, topology
 from sdnmpi.errors import (
     ConfigError,
     FormatError,
@@ -35,6 +35,7 @@ app.add_typer(pattern.app, name="pattern")
 app.add_typer(emu.app, name="emu")
 app.add_typer(controller.app, name="controller")
 app.add_typer(agent.app, name="agent")
+app.add_typer(manager.app, name="manager")
 app.command("evaluate")(evaluate.evaluate)
 app.command("routers")(evaluate.routers_command)
 

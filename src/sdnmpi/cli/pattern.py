@@ -143,8 +143,16 @@ def convert(
 
 
 @app.command("list")
-def list_specs() -> None:
+def list_specs(
+    manager: str | None = typer.Option(
+        None, "--manager", "-m", help="List the patterns stored in this manager instead."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="With --manager: print JSON."),
+) -> None:
     """The collectives, their algorithms, and the mini-apps with their parameters."""
+    if manager is not None:
+        _list_stored(manager, as_json)
+        return
     table = Table("spec", "parameters", "description", title="pattern specs")
     for row in workloads.catalog():
         table.add_row(row["name"], row["parameters"], row["description"])
@@ -185,3 +193,100 @@ def _render(s: dict[str, Any]) -> None:
     console.print(pairs)
     if "plot" in s:
         console.print(f"heat map written to {s['plot']}", highlight=False)
+
+
+# -- the manager's pattern database ------------------------------------------------------
+
+
+def _list_stored(manager: str, as_json: bool) -> None:
+    from sdnmpi.cli.manager import calls, client
+
+    with calls(), client(manager) as c:
+        infos = [_info(p) for p in c.list_patterns()]
+    if as_json:
+        typer.echo(json.dumps(infos, indent=1))
+        return
+    table = Table("name", "owner", "ranks", "phases", "bytes", "bandwidth", "latency", "sha256")
+    for i in infos:
+        table.add_row(
+            i["name"],
+            str(i["owner_uid"]),
+            str(i["nranks"]),
+            str(i["phases"]),
+            size(i["total_bytes"]),
+            f"{i['bandwidth_bps']:g}",
+            f"{i['latency_s']:g}",
+            i["sha256"][:12],
+        )
+    console.print(table)
+
+
+def _info(p: Any) -> dict[str, Any]:
+    return {
+        "name": p.name,
+        "description": p.description,
+        "owner_uid": p.owner_uid,
+        "nranks": p.nranks,
+        "phases": p.phases,
+        "total_bytes": p.total_bytes,
+        "bandwidth_bps": p.annotation.bandwidth_bps,
+        "latency_s": p.annotation.latency_s,
+        "sha256": p.sha256,
+    }
+
+
+MANAGER_OPT = typer.Option(
+    None, "--manager", "-m", help="Manager socket or host:port (default $SDNMPI_MANAGER)."
+)
+
+
+@app.command("put")
+def put(
+    name: str = typer.Argument(..., help="Name in the database ([A-Za-z0-9_.:-]{1,128})."),
+    file: Path = typer.Argument(..., help="Pattern file: .json, .xml[#ID] (NetSA), .tar.gz."),
+    description: str = typer.Option("", "--description", "-d", help="Free text."),
+    bandwidth: float = typer.Option(0.0, "--bandwidth", help="Annotation: bandwidth, bit/s."),
+    latency: float = typer.Option(0.0, "--latency", help="Annotation: latency, seconds."),
+    replace: bool = typer.Option(False, "--replace", help="Replace a different stored pattern."),
+    manager: str | None = MANAGER_OPT,
+) -> None:
+    """Store a pattern in the manager's database."""
+    from sdnmpi.cli.manager import calls, client
+
+    with calls(), client(manager) as c:
+        info = c.put_pattern(
+            name,
+            file,
+            description=description,
+            bandwidth_bps=bandwidth,
+            latency_s=latency,
+            replace=replace,
+        )
+    console.print(
+        f"stored {info.name}: {info.nranks} ranks, {info.phases} phases, "
+        f"{size(info.total_bytes)}, sha256 {info.sha256[:12]}",
+        highlight=False,
+    )
+
+
+@app.command("get")
+def get(
+    name: str = typer.Argument(..., help="Name in the database."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write the sdnmpi JSON here (default: stdout)."
+    ),
+    manager: str | None = MANAGER_OPT,
+) -> None:
+    """Fetch a stored pattern (sdnmpi JSON)."""
+    from sdnmpi.cli.manager import calls, client
+
+    with calls(), client(manager) as c:
+        stored = c.get_pattern(name)
+    if output is None:
+        typer.echo(stored.json.decode(), nl=False)
+        return
+    try:
+        output.write_bytes(stored.json)
+    except OSError as exc:
+        raise ConfigError(f"{output}: {exc.strerror}") from None
+    console.print(f"wrote {output}: {name}, sha256 {stored.info.sha256[:12]}", highlight=False)

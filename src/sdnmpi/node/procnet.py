@@ -157,3 +157,32 @@ def process_sockets(pid: int, proc: Path = Path("/proc")) -> list[TcpSocket]:
         except FileNotFoundError:  # no IPv6 in this kernel
             continue
     return owned(table, inodes)
+
+
+def parse_tcp_counters(text: str) -> tuple[int, int, int, int]:
+    """(ActiveOpens, PassiveOpens, EstabResets, CurrEstab) from ``/proc/net/snmp``.
+
+    They change whenever a TCP connection of the network namespace opens or
+    closes, which is all the agent needs to know to decide whether to look at its
+    ranks' sockets again.
+
+    >>> head = "Tcp: RtoAlgorithm ActiveOpens PassiveOpens EstabResets CurrEstab"
+    >>> parse_tcp_counters(head + "\\nTcp: 1 5 7 0 3\\n")
+    (5, 7, 0, 3)
+    """
+    rows = [ln.split()[1:] for ln in text.splitlines() if ln.startswith("Tcp:")]
+    if len(rows) < 2:
+        raise FormatError("/proc/net/snmp has no Tcp: header and values")
+    values = dict(zip(rows[0], rows[1], strict=False))
+    try:
+        return tuple(int(values[k]) for k in _TCP_KEYS)  # type: ignore[return-value]
+    except (KeyError, ValueError) as exc:
+        raise FormatError(f"/proc/net/snmp: bad Tcp: counters ({exc})") from None
+
+
+_TCP_KEYS = ("ActiveOpens", "PassiveOpens", "EstabResets", "CurrEstab")
+
+
+def tcp_counters(proc: Path = Path("/proc")) -> tuple[int, int, int, int]:
+    """This network namespace's TCP open/close counters (:func:`parse_tcp_counters`)."""
+    return parse_tcp_counters((proc / "net" / "snmp").read_text())

@@ -1,0 +1,271 @@
+"""The gRPC servicer: protobuf in, the service core, protobuf out.
+
+Each call authenticates the caller (an :class:`Identity`), then runs the core
+under one lock (a :class:`threading.Condition`, which WaitRoutes waits on and
+every other call notifies).  Core errors become status codes with their
+one-line message (``manager.proto`` lists them); a store failure is
+UNAVAILABLE.  Nothing else escapes: an unexpected exception is logged and
+reported as INTERNAL.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
+
+import grpc
+
+from sdnmpi.errors import SdnMpiError, StoreError
+from sdnmpi.manager import model
+from sdnmpi.manager.model import Caller, Job, Kind, ManagerError, StoredPattern
+from sdnmpi.manager.peercred import PeerTable
+from sdnmpi.manager.requests import CreateJob, PatternUpload, PutPattern, check_timeout_ms
+from sdnmpi.manager.service import ManagerService
+from sdnmpi.wire import manager_pb2 as pb
+from sdnmpi.wire import manager_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+STATUS = {kind: getattr(grpc.StatusCode, kind.value) for kind in Kind}
+
+
+class Identity(Protocol):
+    """Who the peer of a call is; None if unknown."""
+
+    def caller(self, context: grpc.ServicerContext) -> Caller | None:
+        """The authenticated caller."""
+        ...
+
+
+class PeerIdentity:
+    """Callers of the Unix socket, through the proxy's table (SO_PEERCRED)."""
+
+    def __init__(self, table: PeerTable, scheduler_uids: frozenset[int]) -> None:
+        self.table = table
+        self.scheduler_uids = scheduler_uids
+
+    def caller(self, context: grpc.ServicerContext) -> Caller | None:
+        """The uid the kernel reported for this connection."""
+        peer = self.table.lookup(context.peer())
+        if peer is None:
+            return None
+        return Caller(peer.uid, peer.uid in self.scheduler_uids, peer.pid)
+
+
+class TokenIdentity:
+    """Callers of the TLS port: ``authorization: Bearer TOKEN`` -> a uid or the scheduler."""
+
+    def __init__(self, tokens: Mapping[str, Caller]) -> None:
+        self.tokens = dict(tokens)
+
+    def caller(self, context: grpc.ServicerContext) -> Caller | None:
+        """The caller the token names."""
+        meta = dict(context.invocation_metadata())
+        header = str(meta.get("authorization", ""))
+        if not header.startswith("Bearer "):
+            return None
+        given = header[len("Bearer ") :].strip().encode()
+        for token, caller in self.tokens.items():
+            if hmac.compare_digest(token.encode(), given):
+                return caller
+        return None
+
+
+class Servicer(pb_grpc.ManagerServicer):
+    """Implements ``sdnmpi.manager.v1.Manager`` over a :class:`ManagerService`."""
+
+    def __init__(
+        self,
+        service: ManagerService,
+        identity: Identity,
+        cond: threading.Condition,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.service = service
+        self.identity = identity
+        self.cond = cond
+        self.monotonic = monotonic
+
+    def _run(self, context: grpc.ServicerContext, call: Callable[[Caller], T]) -> T:
+        caller = self.identity.caller(context)
+        if caller is None:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, "unknown caller: no credentials")
+            raise AssertionError("unreachable")  # context.abort raises
+        try:
+            with self.cond:
+                try:
+                    return call(caller)
+                finally:
+                    self.cond.notify_all()
+        except ManagerError as exc:
+            context.abort(STATUS[exc.kind], str(exc))
+        except StoreError as exc:
+            log.error("store: %s", exc)
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except SdnMpiError as exc:  # a check below the core's own (pattern, topology)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except Exception as exc:
+            log.exception("internal error")
+            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {exc!r}")
+        raise AssertionError("unreachable")  # context.abort raises
+
+    # -- jobs -------------------------------------------------------------------------
+    def CreateJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        req = _create_request(request)
+        return self._run(context, lambda c: job_pb(self.service.create_job(c, req)))
+
+    def StartJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        return self._run(context, lambda c: job_pb(self.service.start_job(c, request.job_id)))
+
+    def FinishJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        return self._run(context, lambda c: job_pb(self.service.finish_job(c, request.job_id)))
+
+    def GetJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        return self._run(context, lambda c: job_pb(self.service.get_job(c, request.job_id)))
+
+    def ListJobs(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def call(c: Caller) -> Any:
+            jobs = self.service.list_jobs(c, request.include_finished)
+            return pb.ListJobsResponse(jobs=[job_pb(j) for j in jobs])
+
+        return self._run(context, call)
+
+    def RegisterProcess(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def call(c: Caller) -> Any:
+            job = self.service.register_process(
+                c, request.job_id, request.rank, request.node, request.pid
+            )
+            return job_pb(job)
+
+        return self._run(context, call)
+
+    def GetRouteStatus(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        return self._run(context, lambda c: status_pb(self.service.route_status(c, request.job_id)))
+
+    def WaitRoutes(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def call(c: Caller) -> Any:
+            timeout_s = check_timeout_ms(request.timeout_ms) / 1000.0
+            deadline = self.monotonic() + timeout_s
+            job = self.service.route_status(c, request.job_id)
+            while not ManagerService.routes_ready(job):
+                left = deadline - self.monotonic()
+                if left <= 0 or not context.is_active():
+                    raise ManagerError(
+                        Kind.DEADLINE_EXCEEDED,
+                        f"job {job.job_id}: routes not installed within {request.timeout_ms} ms "
+                        f"(state {job.state.name}); it keeps its default routes",
+                    )
+                self.cond.wait(min(left, 1.0))
+                job = self.service.route_status(c, request.job_id)
+            return status_pb(job)
+
+        return self._run(context, call)
+
+    def SetJobPattern(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        return self._run(
+            context,
+            lambda c: job_pb(self.service.set_job_pattern(c, request.job_id, request.pattern)),
+        )
+
+    # -- patterns ---------------------------------------------------------------------
+    def PutPattern(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        req = PutPattern(
+            name=request.name,
+            file=PatternUpload(request.file.filename, request.file.data),
+            description=request.description,
+            bandwidth_bps=request.annotation.bandwidth_bps,
+            latency_s=request.annotation.latency_s,
+            replace=request.replace,
+        )
+        return self._run(context, lambda c: pattern_info_pb(self.service.put_pattern(c, req)))
+
+    def GetPattern(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def call(c: Caller) -> Any:
+            stored = self.service.get_pattern(c, request.name)
+            return pb.StoredPattern(info=pattern_info_pb(stored), json=stored.json)
+
+        return self._run(context, call)
+
+    def ListPatterns(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def call(c: Caller) -> Any:
+            found = self.service.list_patterns(c)
+            return pb.ListPatternsResponse(patterns=[pattern_info_pb(p) for p in found])
+
+        return self._run(context, call)
+
+    def DeletePattern(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        return self._run(
+            context, lambda c: pattern_info_pb(self.service.delete_pattern(c, request.name))
+        )
+
+
+def _create_request(request: Any) -> CreateJob:
+    source = request.pattern.WhichOneof("source") if request.HasField("pattern") else None
+    upload = None
+    if source == "file":
+        upload = PatternUpload(request.pattern.file.filename, request.pattern.file.data)
+    return CreateJob(
+        job_id=request.job_id,
+        name=request.name,
+        uid=request.uid,
+        ntasks=request.ntasks,
+        pattern_name=request.pattern.name if source == "name" else "",
+        pattern_file=upload,
+        router=request.router,
+    )
+
+
+def status_pb(job: Job) -> Any:
+    """A job's RouteStatus message."""
+    return pb.RouteStatus(
+        job_id=job.job_id,
+        state=pb.JobState.Value(f"JOB_STATE_{job.state.name}"),
+        installed=job.installed,
+        pairs=len(job.routes) if job.installed else 0,
+        flow_mods=job.install.flow_mods,
+        switches=job.install.switches,
+        install_s=job.install.install_s,
+        detail=job.detail,
+    )
+
+
+def job_pb(job: Job) -> Any:
+    """A Job message."""
+    return pb.Job(
+        job_id=job.job_id,
+        name=job.name,
+        uid=job.uid,
+        ntasks=job.ntasks,
+        state=pb.JobState.Value(f"JOB_STATE_{job.state.name}"),
+        pattern=job.pattern_name,
+        router=job.router,
+        processes=[pb.Process(rank=p.rank, node=p.node, pid=p.pid) for p in job.processes],
+        routes=status_pb(job),
+        created_unix_s=job.created_s,
+        started_unix_s=job.started_s,
+        finished_unix_s=job.finished_s,
+    )
+
+
+def pattern_info_pb(p: StoredPattern) -> Any:
+    """A PatternInfo message."""
+    return pb.PatternInfo(
+        name=p.name,
+        description=p.description,
+        owner_uid=p.owner_uid,
+        nranks=p.nranks,
+        phases=p.phases,
+        total_bytes=p.total_bytes,
+        annotation=pb.PatternAnnotation(bandwidth_bps=p.bandwidth_bps, latency_s=p.latency_s),
+        sha256=p.sha256,
+        created_unix_s=p.created_s,
+    )
+
+
+#: The largest message: a 64 MiB pattern file plus the request around it.
+MAX_MESSAGE_BYTES = model.MAX_PATTERN_BYTES + 1024 * 1024

@@ -1,0 +1,152 @@
+"""A job's routes on the live fabric, given the load of the other jobs (pure).
+
+The pattern's ranks are placed where they registered (rank -> node), which
+gives host-to-host flows (:meth:`Demands.from_pattern`).  The job's router
+routes them on a :class:`LoadedFabric`: the live topology whose arc capacities
+are reduced to ``capacity / (1 + n)``, where ``n`` sums, over the other routed
+jobs, their *relative* load on that arc (their bytes on it divided by the bytes
+on their busiest arc, so 0..1 per job).  A link another job uses at its peak
+thus looks half as wide, two such jobs a third, and so on; traffic-aware
+routers (``ours``, ``greedy``) steer away from it, oblivious ones ignore it.
+Capacities are per arc (link direction), so a job's upstream traffic does not
+make the downstream direction look busy.
+
+The controller installs one path per host pair, so a pair whose flows got
+different paths keeps the path that carries most of its bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from sdnmpi.core.pattern import Pattern
+from sdnmpi.core.placement import Placement
+from sdnmpi.core.routing import Demands, Fabric, Routing, route, validate
+from sdnmpi.core.routing.model import FloatArray
+from sdnmpi.core.topology import Topology
+from sdnmpi.errors import RoutingError
+from sdnmpi.manager.model import Process, RoutePair
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedFabric(Fabric):
+    """A fabric whose arcs offer ``residual_bps`` instead of their full capacity."""
+
+    residual_bps: FloatArray | None = None
+
+    @cached_property
+    def capacity_bps(self) -> FloatArray:
+        """Capacity left to a new job on each arc, in bit/s."""
+        if self.residual_bps is None:
+            return super().capacity_bps
+        return self.residual_bps
+
+
+def arc_bytes(fabric: Fabric, routes: Iterable[RoutePair]) -> FloatArray:
+    """Bytes each arc carries under ``routes`` (parallel links share a hop evenly).
+
+    Hops the fabric no longer has (a link went down) are skipped.
+
+    >>> from sdnmpi.core.generators import leaf_spine
+    >>> fab = Fabric(leaf_spine(1, 2, 1))
+    >>> path = ("h1", "leaf1", "spine1", "leaf2", "h2")
+    >>> int(arc_bytes(fab, [RoutePair("h1", "h2", path, 100.0)]).sum())
+    400
+    """
+    out = np.zeros(fabric.narcs, dtype=np.float64)
+    between = _arcs_between(fabric)
+    for r in routes:
+        for u, v in itertools.pairwise(r.path):
+            arcs = between.get((u, v), ())
+            for a in arcs:
+                out[a] += r.size_bytes / len(arcs)
+    return out
+
+
+def _arcs_between(fabric: Fabric) -> dict[tuple[str, str], list[int]]:
+    table: dict[tuple[str, str], list[int]] = {}
+    for a in fabric.topology.arcs:
+        table.setdefault((a.src, a.dst), []).append(a.index)
+    return table
+
+
+def relative_load(load: FloatArray) -> FloatArray:
+    """Each arc's bytes over the busiest arc's bytes (all zero for an idle job).
+
+    >>> relative_load(np.array([0.0, 5.0, 10.0])).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    peak = float(load.max(initial=0.0))
+    if peak <= 0:
+        return np.zeros_like(load)
+    out: FloatArray = load / peak
+    return out
+
+
+def background(fabric: Fabric, others: Iterable[Sequence[RoutePair]]) -> FloatArray:
+    """``n`` per arc: the sum of the other jobs' relative loads."""
+    total = np.zeros(fabric.narcs, dtype=np.float64)
+    for routes in others:
+        total += relative_load(arc_bytes(fabric, routes))
+    return total
+
+
+def loaded(topology: Topology, others: Iterable[Sequence[RoutePair]]) -> LoadedFabric:
+    """The live fabric as a new job sees it: capacities divided by ``1 + n``."""
+    plain = Fabric(topology)
+    n = background(plain, others)
+    residual = plain.capacity_bps / (1.0 + n)
+    residual.setflags(write=False)
+    return LoadedFabric(topology, residual)
+
+
+def demands_for(fabric: Fabric, pattern: Pattern, processes: Sequence[Process]) -> Demands:
+    """Host-to-host flows of ``pattern`` with rank r on ``processes``' node of rank r."""
+    if pattern.hosts is not None:
+        return Demands.from_pattern(fabric, pattern)
+    hosts = tuple(p.node for p in sorted(processes, key=lambda p: p.rank))
+    return Demands.from_pattern(fabric, pattern, Placement(hosts))
+
+
+def plan(
+    topology: Topology,
+    pattern: Pattern,
+    processes: Sequence[Process],
+    router: str,
+    others: Iterable[Sequence[RoutePair]] = (),
+) -> tuple[RoutePair, ...]:
+    """The job's routes: one path and its bytes per host pair that carries traffic."""
+    fabric = loaded(topology, others)
+    demands = demands_for(fabric, pattern, processes)
+    if not len(demands):
+        return ()
+    routing = route(router, fabric, demands)
+    validate(fabric, demands, routing)
+    return pair_routes(fabric, demands, routing)
+
+
+def pair_routes(fabric: Fabric, demands: Demands, routing: Routing) -> tuple[RoutePair, ...]:
+    """One path per host pair (the path with most of the pair's bytes), with the pair's bytes."""
+    weight = demands.size_bytes * demands.phase_repeat[demands.phase]
+    best: dict[tuple[str, str], dict[tuple[str, ...], float]] = {}
+    for i in range(len(demands)):
+        path = routing.node_path(fabric, i)
+        if not path:
+            raise RoutingError(f"{routing.router}: flow {i} has no path")
+        by_path = best.setdefault((path[0], path[-1]), {})
+        by_path[path] = by_path.get(path, 0.0) + float(weight[i])
+    out = []
+    for (src, dst), by_path in sorted(best.items()):
+        path = max(by_path, key=lambda p: by_path[p])
+        out.append(RoutePair(src, dst, path, sum(by_path.values())))
+    return tuple(out)
+
+
+def pairs_of(routes: Iterable[RoutePair]) -> dict[tuple[str, str], list[str]]:
+    """The controller's ``pairs`` argument: (src, dst) -> node names."""
+    return {(r.src, r.dst): list(r.path) for r in routes}

@@ -1,0 +1,447 @@
+"""The interconnect manager's core: jobs, their routes, and the pattern database.
+
+Pure in the house sense: no gRPC, no database, no sockets.  The store
+(:class:`~sdnmpi.manager.store.Store`), the controller (:class:`Fabric`) and
+the clock are passed in; every call takes the :class:`~sdnmpi.manager.model.Caller`
+that the adapter authenticated.  Calls are not thread-safe: the adapter
+serializes them (one lock, which WaitRoutes also waits on).
+
+State machine (``JobState`` in ``manager.proto``)::
+
+    CREATED --start--> STARTING --all ranks registered--> ROUTED   (routes installed)
+       |                  |                           \\-> DEFAULT  (routing or install failed)
+       |                  \\--(no pattern)------------->  DEFAULT  (at start)
+       \\---------------- finish (any state) -----------> FINISHED (routes removed)
+
+Every call is idempotent: a repeated create with the same arguments, a second
+start, a second finish, a repeated registration of a rank on the same node
+change nothing and return the job.  Routing never raises to the caller: a
+failure leaves the job on default routes with ``detail`` saying why.
+
+Job ids on the controller's API belong to the manager: :meth:`reconcile`
+removes any job the controller holds that the store does not know as routed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from sdnmpi.core.pattern import Pattern
+from sdnmpi.core.topology import Topology
+from sdnmpi.errors import SdnMpiError
+from sdnmpi.manager import patternfile, planning
+from sdnmpi.manager.model import (
+    RUNNING,
+    Caller,
+    Install,
+    Job,
+    JobState,
+    Kind,
+    ManagerError,
+    Process,
+    RoutePair,
+    StoredPattern,
+    denied,
+    invalid,
+    not_found,
+    precondition,
+)
+from sdnmpi.manager.requests import (
+    CreateJob,
+    PutPattern,
+    check_job_id,
+    check_pattern_name,
+    check_text,
+)
+from sdnmpi.manager.store import Store
+
+log = logging.getLogger(__name__)
+
+#: (src host, dst host) -> node names of the path, as the controller's API takes them.
+Pairs = Mapping[tuple[str, str], Sequence[str]]
+
+
+class Fabric(Protocol):
+    """The controller as the manager uses it (its JSON-lines API)."""
+
+    def topology(self) -> Topology:
+        """The live fabric."""
+        ...
+
+    def install(self, job_id: int, pairs: Pairs) -> Install:
+        """Install (or replace) a job's routes; confirmed by barriers."""
+        ...
+
+    def remove(self, job_id: int) -> None:
+        """Remove a job's routes (nothing if it has none)."""
+        ...
+
+    def jobs(self) -> dict[int, dict[tuple[str, str], list[str]]]:
+        """The job routes the controller holds."""
+        ...
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """What :meth:`ManagerService.reconcile` changed."""
+
+    reinstalled: tuple[int, ...] = ()
+    routed: tuple[int, ...] = ()
+    removed: tuple[int, ...] = ()
+    failed: tuple[int, ...] = ()
+
+
+class ManagerService:
+    """Jobs, processes, routes and stored patterns, over a store and a controller."""
+
+    def __init__(
+        self,
+        store: Store,
+        fabric: Fabric,
+        clock: Callable[[], float],
+        *,
+        default_router: str = "ours",
+    ) -> None:
+        self.store = store
+        self.fabric = fabric
+        self.clock = clock
+        self.default_router = default_router
+
+    # -- jobs -------------------------------------------------------------------------
+    def create_job(self, caller: Caller, req: CreateJob) -> Job:
+        """Record a job (idempotent on its id with the same arguments)."""
+        req.check()
+        if not caller.may_act_for(req.uid):
+            raise denied(f"uid {caller.uid} may not create a job for uid {req.uid}")
+        router = req.router or self.default_router
+        fingerprint = req.fingerprint(router)
+        old = self.store.get_job(req.job_id)
+        if old is not None:
+            return self._same_job(caller, old, fingerprint)
+        name, pattern = self._job_pattern(req)
+        if pattern is not None:
+            _check_fits(pattern, req.ntasks)
+        job = Job(
+            job_id=req.job_id,
+            name=req.name,
+            uid=req.uid,
+            ntasks=req.ntasks,
+            state=JobState.CREATED,
+            router=router,
+            created_s=self.clock(),
+            pattern_name=name,
+            pattern_json=b"" if pattern is None else patternfile.canonical(pattern),
+            source_sha256=fingerprint,
+        )
+        self.store.create_job(job)
+        log.info(
+            "job %d created (uid %d, %d tasks, pattern %r)", job.job_id, job.uid, job.ntasks, name
+        )
+        return job
+
+    def _same_job(self, caller: Caller, old: Job, fingerprint: str) -> Job:
+        if not caller.may_act_for(old.uid):
+            raise denied(f"job {old.job_id} belongs to uid {old.uid}, not {caller.uid}")
+        if old.source_sha256 != fingerprint:
+            raise ManagerError(
+                Kind.ALREADY_EXISTS,
+                f"job {old.job_id} exists with different arguments "
+                f"(name {old.name!r}, uid {old.uid}, ntasks {old.ntasks}, "
+                f"pattern {old.pattern_name!r}, router {old.router!r})",
+            )
+        return old
+
+    def _job_pattern(self, req: CreateJob) -> tuple[str, Pattern | None]:
+        if req.pattern_file is not None:
+            upload = req.pattern_file
+            return upload.filename, patternfile.decode(upload.filename, upload.data)
+        if not req.pattern_name:
+            return "", None
+        stored = self.store.get_pattern(req.pattern_name)
+        if stored is not None:
+            return stored.name, patternfile.from_json(stored.json, f"pattern {stored.name}")
+        return req.pattern_name, patternfile.build_spec(req.pattern_name, req.ntasks)
+
+    def start_job(self, caller: Caller, job_id: int) -> Job:
+        """The allocation runs: route once every rank is known (a second start is a no-op)."""
+        job = self._owned(caller, job_id)
+        if job.state is JobState.FINISHED:
+            raise precondition(f"job {job_id} is finished; it cannot start again")
+        if job.state is not JobState.CREATED:
+            return job
+        now = self.clock()
+        if not job.pattern_json:
+            job = dataclasses.replace(
+                job, state=JobState.DEFAULT, started_s=now, detail="no pattern: default routes"
+            )
+            self.store.save_job(job)
+            return job
+        job = dataclasses.replace(job, state=JobState.STARTING, started_s=now)
+        self.store.save_job(job)
+        return self._route_if_ready(job)
+
+    def finish_job(self, caller: Caller, job_id: int) -> Job:
+        """The job ended: remove exactly its routes (a finished job is left as it is)."""
+        job = self._owned(caller, job_id)
+        if job.state is JobState.FINISHED:
+            return job
+        detail = job.detail
+        if job.state in (JobState.ROUTED, JobState.STARTING):
+            try:
+                self.fabric.remove(job_id)
+            except SdnMpiError as exc:
+                detail = f"route removal failed ({exc}); retried at the next reconcile"
+                log.warning("job %d: %s", job_id, detail)
+        job = dataclasses.replace(
+            job, state=JobState.FINISHED, finished_s=self.clock(), detail=detail
+        )
+        self.store.save_job(job)
+        log.info("job %d finished", job_id)
+        return job
+
+    def get_job(self, caller: Caller, job_id: int) -> Job:
+        """The job (its owner or the scheduler)."""
+        return self._owned(caller, job_id)
+
+    def list_jobs(self, caller: Caller, include_finished: bool = False) -> list[Job]:
+        """All jobs for the scheduler; a user's own jobs otherwise."""
+        jobs = self.store.list_jobs(include_finished)
+        return [j for j in jobs if caller.may_act_for(j.uid)]
+
+    def register_process(
+        self, caller: Caller, job_id: int, rank: int, node: str, pid: int = 0
+    ) -> Job:
+        """Rank ``rank`` runs on host ``node`` (a repeat on the same node is a no-op).
+
+        The job returned lists only this rank's process (GetJob lists them all), so
+        each of a large job's registrations costs the same.
+        """
+        check_text("node", node, empty=False)
+        job = self._owned(caller, job_id, brief=True)
+        if not 0 <= rank < job.ntasks:
+            raise invalid(f"rank {rank} is out of range 0..{job.ntasks - 1} of job {job_id}")
+        if job.state is JobState.FINISHED:
+            raise precondition(f"job {job_id} is finished; rank {rank} cannot register")
+        known = self.store.get_process(job_id, rank)
+        if known is not None:
+            if known.node == node:
+                return _one_process(job, known)
+            raise precondition(
+                f"rank {rank} of job {job_id} is registered on {known.node!r}, not {node!r}"
+            )
+        self._check_node(node)
+        process = Process(rank, node, pid)
+        self.store.add_process(job_id, process)
+        if job.state is JobState.STARTING and self._all_registered(job):
+            job = self._route(self._job(job_id))
+        return _one_process(job, process)
+
+    def _all_registered(self, job: Job) -> bool:
+        return self.store.count_processes(job.job_id) == job.ntasks
+
+    def _check_node(self, node: str) -> None:
+        try:
+            topo = self.fabric.topology()
+        except SdnMpiError as exc:
+            raise ManagerError(Kind.UNAVAILABLE, f"cannot check node {node!r}: {exc}") from None
+        if not topo.is_host(node):
+            raise invalid(f"node {node!r} is not a host of the live topology")
+
+    def route_status(self, caller: Caller, job_id: int) -> Job:
+        """The job, for its route status."""
+        return self._owned(caller, job_id)
+
+    def set_job_pattern(self, caller: Caller, job_id: int, name: str) -> Job:
+        """Make a stored pattern's routes the job's routes (NetSA's net_set_pattern)."""
+        check_pattern_name(name)
+        job = self._owned(caller, job_id)
+        if job.state is JobState.FINISHED:
+            raise precondition(f"job {job_id} is finished")
+        stored = self.store.get_pattern(name)
+        if stored is None:
+            raise not_found(f"no stored pattern {name!r}")
+        same = job.pattern_name == name and patternfile.sha256(job.pattern_json) == stored.sha256
+        if same and job.state is not JobState.DEFAULT:
+            return job
+        _check_fits(patternfile.from_json(stored.json, f"pattern {name}"), job.ntasks)
+        job = dataclasses.replace(job, pattern_name=name, pattern_json=stored.json, detail="")
+        if job.state in (JobState.ROUTED, JobState.DEFAULT):
+            job = dataclasses.replace(job, state=JobState.STARTING)
+        self.store.save_job(job)
+        return self._route_if_ready(job)
+
+    # -- routing ----------------------------------------------------------------------
+    def _route_if_ready(self, job: Job) -> Job:
+        """Route a started job once all its ranks are known (``job`` has its processes)."""
+        if job.state is JobState.STARTING and job.all_registered():
+            return self._route(job)
+        return job
+
+    def _route(self, job: Job) -> Job:
+        """Compute and install the job's routes; any failure leaves it on DEFAULT."""
+        t0 = self.clock()
+        try:
+            routes = self._plan(job)
+            if not routes:
+                job = self._default(job, "the pattern sends nothing between hosts")
+            else:
+                result = self.fabric.install(job.job_id, planning.pairs_of(routes))
+                install = dataclasses.replace(result, install_s=self.clock() - t0)
+                job = dataclasses.replace(
+                    job, state=JobState.ROUTED, routes=routes, install=install, detail=""
+                )
+        except SdnMpiError as exc:
+            job = self._default(job, f"routing failed: {exc}")
+        except Exception as exc:  # a router bug must not fail the job's start
+            log.exception("job %d: routing crashed", job.job_id)
+            job = self._default(job, f"routing failed (internal error): {exc!r}")
+        self.store.save_job(job)
+        log.info("job %d: %s %s", job.job_id, job.state.name, job.detail)
+        return job
+
+    def _plan(self, job: Job) -> tuple[RoutePair, ...]:
+        topo = self.fabric.topology()
+        pattern = patternfile.from_json(job.pattern_json, f"job {job.job_id} pattern")
+        others = [
+            j.routes
+            for j in self.store.list_jobs()
+            if j.state is JobState.ROUTED and j.job_id != job.job_id
+        ]
+        return planning.plan(topo, pattern, job.processes, job.router, others)
+
+    def _default(self, job: Job, detail: str) -> Job:
+        """The job on default routes; whatever the controller may hold for it is removed."""
+        try:
+            self.fabric.remove(job.job_id)
+        except SdnMpiError as exc:
+            detail += f"; removing partial routes failed ({exc})"
+        return dataclasses.replace(
+            job, state=JobState.DEFAULT, routes=(), install=Install(), detail=detail
+        )
+
+    def reconcile(self) -> Reconciled:
+        """Make the controller's job routes match the store (at start, and periodically).
+
+        A routed job the controller lacks (or holds differently) is reinstalled; a
+        started job whose ranks are all known is routed; a job id the controller
+        holds that is not routed in the store (finished, unknown) is removed.
+        """
+        held = self.fabric.jobs()
+        done: dict[str, list[int]] = {"reinstalled": [], "routed": [], "removed": [], "failed": []}
+        for job in self.store.list_jobs():
+            if job.state is JobState.ROUTED and held.get(job.job_id) != planning.pairs_of(
+                job.routes
+            ):
+                ok = self._reinstall(job)
+                done["reinstalled" if ok else "failed"].append(job.job_id)
+            elif job.state is JobState.STARTING and job.all_registered():
+                routed = self._route(job)
+                done["routed" if routed.state is JobState.ROUTED else "failed"].append(job.job_id)
+        for job_id in sorted(held):
+            now = self.store.get_job(job_id)
+            if now is None or now.state is not JobState.ROUTED:
+                self.fabric.remove(job_id)
+                done["removed"].append(job_id)
+        out = Reconciled(**{k: tuple(v) for k, v in done.items()})
+        log.info("reconciled with the controller: %s", out)
+        return out
+
+    def _reinstall(self, job: Job) -> bool:
+        try:
+            self.fabric.install(job.job_id, planning.pairs_of(job.routes))
+        except SdnMpiError as exc:
+            self.store.save_job(self._default(job, f"reinstall after restart failed: {exc}"))
+            return False
+        return True
+
+    # -- patterns ---------------------------------------------------------------------
+    def put_pattern(self, caller: Caller, req: PutPattern) -> StoredPattern:
+        """Store a pattern; the same content again is a no-op, other content needs replace."""
+        req.check()
+        pattern = patternfile.decode(req.file.filename, req.file.data)
+        data = patternfile.canonical(pattern)
+        new = StoredPattern(
+            name=req.name,
+            owner_uid=caller.uid,
+            description=req.description,
+            bandwidth_bps=req.bandwidth_bps,
+            latency_s=req.latency_s,
+            json=data,
+            sha256=patternfile.sha256(data),
+            created_s=self.clock(),
+            nranks=pattern.nprocs,
+            phases=len(pattern.phases),
+            total_bytes=float(pattern.total_bytes),
+        )
+        old = self.store.get_pattern(req.name)
+        if old is not None:
+            if old.same_content(new):
+                return old
+            if not req.replace:
+                raise ManagerError(
+                    Kind.ALREADY_EXISTS,
+                    f"pattern {req.name!r} exists with other content (sha256 {old.sha256[:12]}); "
+                    "use replace",
+                )
+            if not caller.may_act_for(old.owner_uid):
+                raise denied(f"pattern {req.name!r} belongs to uid {old.owner_uid}")
+            new = dataclasses.replace(new, owner_uid=old.owner_uid)
+        self.store.put_pattern(new)
+        return new
+
+    def get_pattern(self, caller: Caller, name: str) -> StoredPattern:
+        """A stored pattern (anyone may read)."""
+        check_pattern_name(name)
+        stored = self.store.get_pattern(name)
+        if stored is None:
+            raise not_found(f"no stored pattern {name!r}")
+        return stored
+
+    def list_patterns(self, caller: Caller) -> list[StoredPattern]:
+        """Every stored pattern."""
+        return self.store.list_patterns()
+
+    def delete_pattern(self, caller: Caller, name: str) -> StoredPattern:
+        """Remove a stored pattern (its owner or the scheduler); running jobs keep their copy."""
+        stored = self.get_pattern(caller, name)
+        if not caller.may_act_for(stored.owner_uid):
+            raise denied(f"pattern {name!r} belongs to uid {stored.owner_uid}")
+        self.store.delete_pattern(name)
+        return stored
+
+    # -- helpers ----------------------------------------------------------------------
+    def _job(self, job_id: int, *, brief: bool = False) -> Job:
+        job = self.store.get_job(check_job_id(job_id), brief=brief)
+        if job is None:
+            raise not_found(f"no job {job_id}")
+        return job
+
+    def _owned(self, caller: Caller, job_id: int, *, brief: bool = False) -> Job:
+        job = self._job(job_id, brief=brief)
+        if not caller.may_act_for(job.uid):
+            raise denied(f"job {job_id} belongs to uid {job.uid}, not {caller.uid}")
+        return job
+
+    @staticmethod
+    def routes_ready(job: Job) -> bool:
+        """Whether WaitRoutes can answer: the job's routes are settled (or it ended)."""
+        return job.state not in (JobState.CREATED, JobState.STARTING)
+
+
+def _one_process(job: Job, process: Process) -> Job:
+    """RegisterProcess's reply: the job in brief, with the process just registered."""
+    return dataclasses.replace(job, processes=(process,), pattern_json=b"")
+
+
+def _check_fits(pattern: Pattern, ntasks: int) -> None:
+    if pattern.hosts is None and pattern.nprocs > ntasks:
+        raise invalid(
+            f"pattern {pattern.name!r} has {pattern.nprocs} ranks, the job only {ntasks} tasks"
+        )
+
+
+__all__ = ["RUNNING", "Fabric", "ManagerService", "Reconciled"]

@@ -1,0 +1,192 @@
+"""The controller adapter against a stand-in JSON-lines server on a Unix socket."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sdnmpi.core.topology import Topology
+from sdnmpi.formats.native import topology_to_dict
+from sdnmpi.manager.client import ManagerClient
+from sdnmpi.manager.controller import ControllerFabric
+from sdnmpi.manager.model import Kind, ManagerError
+from sdnmpi.testing import FakeClock
+from sdnmpi.wire import manager_pb2 as pb
+from tests.manager.test_server import write_pattern
+
+
+class StandIn:
+    """Answers the controller's ops the way ``oskenapp.api_request`` does."""
+
+    def __init__(self, path: Path, topo: Topology) -> None:
+        self.topo = topo
+        self.jobs: dict[str, dict[str, list[str]]] = {}
+        self.requests: list[dict[str, Any]] = []
+        self.fail: str | None = None
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(str(path))
+        self.server.listen(8)
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn, conn.makefile("rwb") as stream:
+                for line in stream:
+                    stream.write(json.dumps(self.answer(json.loads(line))).encode() + b"\n")
+                    stream.flush()
+
+    def answer(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.requests.append(req)
+        if self.fail:
+            return {"ok": False, "error": self.fail}
+        op = req["op"]
+        if op == "topology":
+            return {"ok": True, "topology": topology_to_dict(self.topo)}
+        if op == "jobs":
+            return {"ok": True, "jobs": self.jobs}
+        if op == "install_job":
+            self.jobs[str(req["job_id"])] = req["pairs"]
+            return {
+                "ok": True,
+                "job_id": req["job_id"],
+                "flow_mods": 6,
+                "switches": 3,
+                "seconds": 0.01,
+            }
+        self.jobs.pop(str(req["job_id"]), None)
+        return {"ok": True, "job_id": req["job_id"], "flow_mods": 0, "switches": 0, "seconds": 0.0}
+
+
+@pytest.fixture
+def standin(sock_dir: Path, topo: Topology) -> Iterator[StandIn]:
+    s = StandIn(sock_dir / "ctl.sock", topo)
+    yield s
+    s.server.close()
+
+
+def test_ops_round_trip(standin: StandIn, sock_dir: Path, topo: Topology):
+    clock = FakeClock()
+    ctl = ControllerFabric(sock_dir / "ctl.sock", clock=clock)
+    assert [h.name for h in ctl.topology().hosts] == [h.name for h in topo.hosts]
+    ctl.topology()
+    assert [r["op"] for r in standin.requests] == ["topology"]  # cached
+    clock.advance(5)
+    ctl.topology()
+    assert len(standin.requests) == 2
+    path = ["h1", "leaf1", "spine1", "leaf2", "h5"]
+    result = ctl.install(4, {("h1", "h5"): path})
+    assert (result.flow_mods, result.switches) == (6, 3)
+    assert standin.requests[-1] == {"op": "install_job", "job_id": 4, "pairs": {"h1>h5": path}}
+    assert ctl.jobs() == {4: {("h1", "h5"): path}}
+    ctl.remove(4)
+    assert ctl.jobs() == {}
+
+
+def test_refusal_and_absence_are_unavailable(standin: StandIn, sock_dir: Path):
+    standin.fail = "the fabric is not discovered yet"
+    ctl = ControllerFabric(sock_dir / "ctl.sock")
+    with pytest.raises(ManagerError, match="not discovered") as exc:
+        ctl.jobs()
+    assert exc.value.kind is Kind.UNAVAILABLE
+    gone = ControllerFabric(sock_dir / "missing.sock")
+    with pytest.raises(ManagerError, match=r"missing\.sock") as exc:
+        gone.topology()
+    assert exc.value.kind is Kind.UNAVAILABLE
+
+
+def _start_manager(sock_dir: Path, name: str) -> subprocess.Popen[str]:
+    sock = sock_dir / f"{name}.sock"
+    sock.unlink(missing_ok=True)
+    argv = [
+        sys.executable,
+        "-c",
+        "from sdnmpi.cli.main import main; main()",
+        "manager",
+        "run",
+        "--socket",
+        str(sock),
+        "--db",
+        str(sock_dir / "run.db"),
+        "--controller-api",
+        str(sock_dir / "ctl.sock"),
+        "--log-level",
+        "warning",
+    ]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not sock.exists():
+        if proc.poll() is not None:
+            raise AssertionError(proc.stderr.read() if proc.stderr else "manager died")
+        assert time.monotonic() < deadline, "manager did not start"
+        time.sleep(0.05)
+    return proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return err
+
+
+def test_manager_run_command_against_the_stand_in(standin: StandIn, sock_dir: Path):
+    """``sdnmpi manager run`` end to end: routes reach the controller, SIGTERM ends it."""
+    proc = _start_manager(sock_dir, "run")
+    try:
+        with ManagerClient(str(sock_dir / "run.sock")) as c:
+            c.create_job(3, "e2e", 0, 2, pattern_file=write_pattern(sock_dir / "p.json"))
+            c.start_job(3)
+            c.register_process(3, 0, "h1")
+            c.register_process(3, 1, "h5")
+            assert c.wait_routes(3, 5000).installed
+            assert "3" in standin.jobs
+            c.finish_job(3)
+            assert standin.jobs == {}
+    finally:
+        err = _stop(proc)
+    assert proc.returncode == 0, err
+
+
+def test_sigkill_mid_job_then_restart(standin: StandIn, sock_dir: Path):
+    """Issue 6's target: the manager is killed with SIGKILL during a job; after a restart
+    the job's routes are known (reinstalled where the controller lost them) and removed
+    at job end, leaving no flow behind."""
+    first = _start_manager(sock_dir, "a")
+    with ManagerClient(str(sock_dir / "a.sock")) as c:
+        c.create_job(8, "long", 0, 2, pattern_file=write_pattern(sock_dir / "p.json"))
+        c.start_job(8)
+        c.register_process(8, 0, "h1")
+        c.register_process(8, 1, "h5")
+        assert c.wait_routes(8, 5000).installed
+    routes = dict(standin.jobs)
+    first.kill()
+    _stop(first)
+    standin.jobs.clear()  # the controller restarted too, without its state
+    standin.jobs["77"] = {"h2>h6": ["h2", "leaf1", "spine2", "leaf2", "h6"]}  # not ours
+    second = _start_manager(sock_dir, "b")
+    try:
+        assert standin.jobs == routes
+        with ManagerClient(str(sock_dir / "b.sock")) as c:
+            assert c.get_job(8).state == pb.JOB_STATE_ROUTED
+            c.finish_job(8)
+        assert standin.jobs == {}
+    finally:
+        err = _stop(second)
+    assert second.returncode == 0, err

@@ -1,0 +1,84 @@
+"""Routes of a job on a loaded fabric: properties and hand-checked loads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sdnmpi.core.generators import leaf_spine
+from sdnmpi.core.pattern import Pattern, Phase
+from sdnmpi.core.routing import Fabric
+from sdnmpi.manager import planning
+from sdnmpi.manager.model import Process, RoutePair
+
+TOPO = leaf_spine(2, 2, 4)
+HOSTS = [h.name for h in TOPO.hosts]
+UP = ("h1", "leaf1", "spine1", "leaf2", "h5")
+
+
+def test_relative_load_reduces_capacity_per_direction():
+    """One job at its peak on h1 -> h5 via spine1: those 4 arcs count n = 1, so they offer
+    half their capacity; the reverse direction is untouched."""
+    fab = planning.loaded(TOPO, [[RoutePair("h1", "h5", UP, 1000.0)]])
+    plain = Fabric(TOPO)
+    used = planning.arc_bytes(plain, [RoutePair("h1", "h5", UP, 1.0)]) > 0
+    assert used.sum() == 4
+    assert np.allclose(fab.capacity_bps[used], plain.capacity_bps[used] / 2)
+    assert np.allclose(fab.capacity_bps[~used], plain.capacity_bps[~used])
+
+
+def test_two_jobs_add_up_and_weights_are_relative():
+    """Job A: 100 bytes on UP.  Job B: 10 bytes on UP and 40 on h2 -> h6 via spine1.
+    On the uplink leaf1 -> spine1, A is at its peak (1) and so is B (10 + 40 = 50 of a
+    peak of 50): n = 2, a third of the capacity.  On h1 -> leaf1: 1 + 10/50."""
+    other = ("h2", "leaf1", "spine1", "leaf2", "h6")
+    a = [RoutePair("h1", "h5", UP, 100.0)]
+    b = [RoutePair("h1", "h5", UP, 10.0), RoutePair("h2", "h6", other, 40.0)]
+    n = planning.background(Fabric(TOPO), [a, b])
+    arcs = {(x.src, x.dst): x.index for x in TOPO.arcs}
+    assert n[arcs[("leaf1", "spine1")]] == pytest.approx(2.0)
+    assert n[arcs[("h1", "leaf1")]] == pytest.approx(1.0 + 10 / 50)
+    assert n[arcs[("h2", "leaf1")]] == pytest.approx(40 / 50)
+
+
+def test_idle_job_adds_no_load():
+    assert not planning.background(Fabric(TOPO), [[]]).any()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    placement=st.lists(st.sampled_from(HOSTS), min_size=2, max_size=8),
+    busy=st.lists(st.tuples(st.sampled_from(HOSTS), st.sampled_from(HOSTS)), max_size=4),
+    router=st.sampled_from(["ours", "greedy", "dmodk", "ecmp"]),
+)
+def test_routes_join_the_pairs_with_traffic(placement, busy, router):
+    """Every pair that sends gets one path from its source to its destination over
+    existing arcs, with the pair's bytes; the busy jobs never change that."""
+    n = len(placement)
+    cells = [(r, (r + 1) % n, 1000 * (r + 1)) for r in range(n)]
+    pattern = Pattern("ring", n, (Phase.from_cells("ring", cells),))
+    procs = [Process(r, h) for r, h in enumerate(placement)]
+    others = [
+        planning.plan(
+            TOPO,
+            Pattern("x", 2, (Phase.from_cells("x", [(0, 1, 5)]),)),
+            [Process(0, s), Process(1, d)],
+            "ours",
+        )
+        for s, d in busy
+        if s != d
+    ]
+    routes = planning.plan(TOPO, pattern, procs, router, others)
+    arcs = {(a.src, a.dst) for a in TOPO.arcs}
+    want: dict[tuple[str, str], float] = {}
+    for s, d, b in cells:
+        if placement[s] != placement[d]:
+            key = (placement[s], placement[d])
+            want[key] = want.get(key, 0.0) + b
+    assert {(r.src, r.dst): r.size_bytes for r in routes} == want
+    for r in routes:
+        assert r.path[0] == r.src and r.path[-1] == r.dst
+        assert len(set(r.path)) == len(r.path)
+        assert all((u, v) in arcs for u, v in zip(r.path, r.path[1:], strict=False))

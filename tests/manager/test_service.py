@@ -1,0 +1,385 @@
+"""The service core on both stores with the fake controller: states, idempotency,
+authorization, bad input, routing with other jobs' load, reconcile."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sdnmpi.core.routing import Fabric
+from sdnmpi.manager import planning
+from sdnmpi.manager.fake import FakeControllerFabric
+from sdnmpi.manager.model import Job, JobState, Kind, ManagerError
+from sdnmpi.manager.requests import CreateJob, PatternUpload, PutPattern
+from sdnmpi.manager.service import ManagerService
+from sdnmpi.manager.store import Store
+from sdnmpi.testing import FakeClock
+from tests.manager.conftest import ALICE, BOB, SCHED, pairs_pattern, pattern_bytes
+
+
+def create(svc: ManagerService, job_id: int = 7, ntasks: int = 2, **kw: object) -> Job:
+    args: dict[str, object] = {
+        "job_id": job_id,
+        "name": "job",
+        "uid": ALICE.uid,
+        "ntasks": ntasks,
+        "pattern_file": PatternUpload(
+            "p.json", pattern_bytes(pairs_pattern(max(2, min(ntasks, 8))))
+        ),
+    }
+    args.update(kw)
+    return svc.create_job(SCHED, CreateJob(**args))  # type: ignore[arg-type]
+
+
+def run_job(svc: ManagerService, job_id: int, nodes: list[str], **kw: object) -> Job:
+    create(svc, job_id, len(nodes), **kw)
+    svc.start_job(SCHED, job_id)
+    job = None
+    for rank, node in enumerate(nodes):
+        job = svc.register_process(SCHED, job_id, rank, node, 100 + rank)
+    assert job is not None
+    return job
+
+
+def kind(exc: pytest.ExceptionInfo[ManagerError]) -> Kind:
+    return exc.value.kind
+
+
+# -- state machine and idempotency ------------------------------------------------------
+
+
+def test_job_life_routes_installed_then_removed(service: ManagerService, fabric, clock: FakeClock):
+    job = create(service)
+    assert job.state is JobState.CREATED
+    assert service.start_job(SCHED, 7).state is JobState.STARTING
+    service.register_process(SCHED, 7, 0, "h1")
+    clock.advance(1)
+    job = service.register_process(SCHED, 7, 1, "h5")
+    assert job.state is JobState.ROUTED and job.installed
+    assert fabric.held[7] == planning.pairs_of(job.routes)
+    assert [(r.src, r.dst) for r in job.routes] == [("h1", "h5")]
+    assert job.install.flow_mods == 3
+    done = service.finish_job(SCHED, 7)
+    assert done.state is JobState.FINISHED and done.finished_s == clock()
+    assert 7 not in fabric.held
+
+
+def test_ranks_may_register_before_start(service: ManagerService, fabric):
+    create(service)
+    service.register_process(SCHED, 7, 0, "h1")
+    service.register_process(SCHED, 7, 1, "h5")
+    assert 7 not in fabric.held
+    assert service.start_job(SCHED, 7).state is JobState.ROUTED
+
+
+def test_every_call_is_idempotent(service: ManagerService, fabric):
+    first = create(service)
+    assert create(service) == first
+    service.start_job(SCHED, 7)
+    again = service.start_job(SCHED, 7)
+    assert again.state is JobState.STARTING
+    service.register_process(SCHED, 7, 0, "h1", 5)
+    same = service.register_process(SCHED, 7, 0, "h1", 5)
+    assert same.process_map()[0].node == "h1"
+    routed = service.register_process(SCHED, 7, 1, "h5")
+    installs = fabric.calls.count(("install", 7))
+    assert service.register_process(SCHED, 7, 1, "h5") == routed
+    full = service.start_job(SCHED, 7)
+    assert full == service.get_job(SCHED, 7)
+    assert full.state is JobState.ROUTED and full.routes == routed.routes
+    assert fabric.calls.count(("install", 7)) == installs
+    done = service.finish_job(SCHED, 7)
+    removes = fabric.calls.count(("remove", 7))
+    assert service.finish_job(SCHED, 7) == done
+    assert fabric.calls.count(("remove", 7)) == removes
+
+
+def test_create_with_other_arguments_is_already_exists(service: ManagerService):
+    create(service)
+    with pytest.raises(ManagerError) as exc:
+        create(service, name="other")
+    assert kind(exc) is Kind.ALREADY_EXISTS
+    with pytest.raises(ManagerError) as exc:
+        create(service, pattern_file=PatternUpload("p.json", pattern_bytes(pairs_pattern(2, 5))))
+    assert kind(exc) is Kind.ALREADY_EXISTS
+
+
+def test_job_without_pattern_stays_on_default_routes(service: ManagerService, fabric):
+    job = run_job(service, 3, ["h1", "h5"], pattern_file=None)
+    assert job.state is JobState.DEFAULT and "no pattern" in job.detail
+    assert fabric.held == {}
+
+
+def test_builtin_spec_pattern(service: ManagerService, fabric):
+    nodes = ["h1", "h2", "h5", "h6"]
+    job = run_job(
+        service, 4, nodes, pattern_file=None, pattern_name="allreduce:nprocs=4,bytes=65536"
+    )
+    assert job.state is JobState.ROUTED
+    assert job.pattern_name == "allreduce:nprocs=4,bytes=65536"
+    assert len(fabric.held[4]) > 0
+
+
+def test_routing_failure_is_default_with_detail(service: ManagerService, fabric):
+    fabric.fail_install = 1
+    job = run_job(service, 5, ["h1", "h5"])
+    assert job.state is JobState.DEFAULT
+    assert "routing failed" in job.detail and "barriers" in job.detail
+    assert 5 not in fabric.held
+
+
+def test_unknown_router_name_is_invalid(service: ManagerService):
+    with pytest.raises(ManagerError) as exc:
+        create(service, router="nope")
+    assert kind(exc) is Kind.INVALID_ARGUMENT
+
+
+def test_finish_before_routes_and_finish_removes_only_its_job(service: ManagerService, fabric):
+    run_job(service, 1, ["h1", "h5"])
+    run_job(service, 2, ["h2", "h6"])
+    create(service, 3)
+    service.finish_job(SCHED, 3)
+    service.finish_job(SCHED, 1)
+    assert set(fabric.held) == {2}
+
+
+def test_set_job_pattern_reinstalls(service: ManagerService, fabric):
+    run_job(service, 7, ["h1", "h2", "h5", "h6"])
+    flipped = pairs_pattern(4)
+    other = PatternUpload("r.json", pattern_bytes(_reverse(flipped)))
+    service.put_pattern(ALICE, PutPattern("rev", other))
+    job = service.set_job_pattern(ALICE, 7, "rev")
+    assert job.state is JobState.ROUTED and job.pattern_name == "rev"
+    assert {(r.src, r.dst) for r in job.routes} == {("h2", "h1"), ("h6", "h5")}
+    assert fabric.held[7] == planning.pairs_of(job.routes)
+    installs = fabric.calls.count(("install", 7))
+    assert service.set_job_pattern(ALICE, 7, "rev") == job
+    assert fabric.calls.count(("install", 7)) == installs
+
+
+def _reverse(p):
+    from sdnmpi.core.pattern import Pattern, Phase
+
+    cells = [(r + 1, r, 10**6) for r in range(0, p.nprocs - 1, 2)]
+    return Pattern("rev", p.nprocs, (Phase.from_cells("back", cells),))
+
+
+# -- authorization ------------------------------------------------------------------
+
+
+def test_users_act_only_on_their_own_jobs(service: ManagerService):
+    req = CreateJob(9, "mine", ALICE.uid, 2)
+    assert service.create_job(ALICE, req).uid == ALICE.uid
+    with pytest.raises(ManagerError) as exc:
+        service.create_job(BOB, CreateJob(10, "forged", ALICE.uid, 2))
+    assert kind(exc) is Kind.PERMISSION_DENIED
+    for call in (
+        lambda: service.start_job(BOB, 9),
+        lambda: service.finish_job(BOB, 9),
+        lambda: service.get_job(BOB, 9),
+        lambda: service.register_process(BOB, 9, 0, "h1"),
+        lambda: service.create_job(BOB, req),
+    ):
+        with pytest.raises(ManagerError) as exc:
+            call()
+        assert kind(exc) is Kind.PERMISSION_DENIED
+    assert service.list_jobs(BOB) == []
+    assert [j.job_id for j in service.list_jobs(ALICE)] == [9]
+    assert service.start_job(ALICE, 9).state is JobState.DEFAULT
+    assert service.finish_job(SCHED, 9).state is JobState.FINISHED
+
+
+def test_patterns_anyone_reads_owner_or_scheduler_replaces(service: ManagerService):
+    upload = PatternUpload("p.json", pattern_bytes())
+    info = service.put_pattern(ALICE, PutPattern("cg", upload, "mine"))
+    assert info.owner_uid == ALICE.uid and info.nranks == 2
+    assert service.get_pattern(BOB, "cg").sha256 == info.sha256
+    assert service.put_pattern(BOB, PutPattern("cg", upload, "mine")) == info  # no change
+    other = PatternUpload("q.json", pattern_bytes(pairs_pattern(4)))
+    with pytest.raises(ManagerError) as exc:
+        service.put_pattern(ALICE, PutPattern("cg", other))
+    assert kind(exc) is Kind.ALREADY_EXISTS
+    with pytest.raises(ManagerError) as exc:
+        service.put_pattern(BOB, PutPattern("cg", other, replace=True))
+    assert kind(exc) is Kind.PERMISSION_DENIED
+    with pytest.raises(ManagerError) as exc:
+        service.delete_pattern(BOB, "cg")
+    assert kind(exc) is Kind.PERMISSION_DENIED
+    replaced = service.put_pattern(SCHED, PutPattern("cg", other, replace=True))
+    assert replaced.owner_uid == ALICE.uid and replaced.nranks == 4
+    assert service.delete_pattern(ALICE, "cg").name == "cg"
+    assert service.list_patterns(BOB) == []
+
+
+# -- bad input (issue 6) --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kw", "want", "text"),
+    [
+        ({"pattern_file": None, "pattern_name": "nosuchpattern"}, Kind.NOT_FOUND, "unknown"),
+        ({"pattern_file": None, "pattern_name": "cg:nprocs=64"}, Kind.INVALID_ARGUMENT, "at most"),
+        ({"pattern_file": None, "pattern_name": "cg:bogus=1"}, Kind.INVALID_ARGUMENT, "nprocs"),
+        ({"pattern_file": PatternUpload("p.json", b"{not json")}, Kind.INVALID_ARGUMENT, "JSON"),
+        ({"pattern_file": PatternUpload("p.xml", b"<netsa><oops")}, Kind.INVALID_ARGUMENT, "p.xml"),
+        (
+            {"pattern_file": PatternUpload("p.tar.gz", b"not a tar")},
+            Kind.INVALID_ARGUMENT,
+            "corrupt",
+        ),
+        ({"pattern_file": PatternUpload("p.exe", b"x")}, Kind.INVALID_ARGUMENT, "ending in"),
+        ({"job_id": 0}, Kind.INVALID_ARGUMENT, "job_id"),
+        ({"job_id": 2**40}, Kind.INVALID_ARGUMENT, "job_id"),
+        ({"ntasks": 0}, Kind.INVALID_ARGUMENT, "ntasks"),
+        ({"ntasks": 65537}, Kind.INVALID_ARGUMENT, "ntasks"),
+        ({"name": "x" * 300}, Kind.INVALID_ARGUMENT, "job name"),
+        ({"name": "bad\nname"}, Kind.INVALID_ARGUMENT, "control"),
+        (
+            {"pattern_file": PatternUpload("p.json", pattern_bytes(pairs_pattern(8)))},
+            Kind.INVALID_ARGUMENT,
+            "8 ranks",
+        ),
+    ],
+)
+def test_bad_create_requests(service: ManagerService, kw, want, text):
+    with pytest.raises(ManagerError, match=text) as exc:
+        create(service, **kw)
+    assert kind(exc) is want
+    assert service.list_jobs(SCHED, include_finished=True) == []
+
+
+def test_oversized_pattern_file_is_refused(service: ManagerService):
+    big = PatternUpload("p.json", b" " * (64 * 1024 * 1024 + 1))
+    with pytest.raises(ManagerError, match="more than") as exc:
+        create(service, pattern_file=big)
+    assert kind(exc) is Kind.INVALID_ARGUMENT
+
+
+def test_bad_registrations(service: ManagerService):
+    create(service)
+    cases = [
+        ((7, 2, "h1"), Kind.INVALID_ARGUMENT, "out of range"),
+        ((7, 0, "nowhere"), Kind.INVALID_ARGUMENT, "not a host"),
+        ((7, 0, "leaf1"), Kind.INVALID_ARGUMENT, "not a host"),
+        ((99, 0, "h1"), Kind.NOT_FOUND, "no job 99"),
+    ]
+    for args, want, text in cases:
+        with pytest.raises(ManagerError, match=text) as exc:
+            service.register_process(SCHED, *args)
+        assert kind(exc) is want
+    service.register_process(SCHED, 7, 0, "h1")
+    with pytest.raises(ManagerError, match="registered on") as exc:
+        service.register_process(SCHED, 7, 0, "h2")
+    assert kind(exc) is Kind.FAILED_PRECONDITION
+
+
+def test_finish_unknown_job_is_not_found(service: ManagerService):
+    with pytest.raises(ManagerError, match="no job 404") as exc:
+        service.finish_job(SCHED, 404)
+    assert kind(exc) is Kind.NOT_FOUND
+
+
+def test_start_after_finish_is_refused(service: ManagerService):
+    create(service)
+    service.finish_job(SCHED, 7)
+    with pytest.raises(ManagerError) as exc:
+        service.start_job(SCHED, 7)
+    assert kind(exc) is Kind.FAILED_PRECONDITION
+
+
+def test_controller_down_at_registration_is_unavailable(service: ManagerService, fabric):
+    create(service)
+    fabric.down = True
+    with pytest.raises(ManagerError, match="cannot check node") as exc:
+        service.register_process(SCHED, 7, 0, "h1")
+    assert kind(exc) is Kind.UNAVAILABLE
+
+
+def test_controller_down_when_routing_leaves_default(service: ManagerService, fabric):
+    create(service)
+    service.start_job(SCHED, 7)
+    service.register_process(SCHED, 7, 0, "h1")
+    real = fabric.install
+
+    def boom(job_id, pairs):
+        fabric.down = True
+        return real(job_id, pairs)
+
+    fabric.install = boom
+    job = service.register_process(SCHED, 7, 1, "h5")
+    assert job.state is JobState.DEFAULT and "connection refused" in job.detail
+
+
+# -- routes with the other jobs' load --------------------------------------------------
+
+
+def test_second_job_avoids_the_first_jobs_busy_links(service: ManagerService, fabric, topo):
+    """Job 1 (h1 -> h5) takes spine1.  Alone, h3 -> h7 would also take spine1 (checked
+    below); with job 1's load the manager routes it over spine2: no arc carries both."""
+    fab = Fabric(topo)
+    first = run_job(service, 1, ["h1", "h5"])
+    alone = planning.plan(topo, pairs_pattern(), _procs(["h3", "h7"]), "ours")
+    second = run_job(service, 2, ["h3", "h7"])
+    load1 = planning.arc_bytes(fab, first.routes)
+    load2 = planning.arc_bytes(fab, second.routes)
+    alone_load = planning.arc_bytes(fab, alone)
+    assert np.any((load1 > 0) & (alone_load > 0) & ~fab.is_host_arc)  # would contend
+    assert not np.any((load1 > 0) & (load2 > 0))  # does not
+    assert first.routes[0].path[2] != second.routes[0].path[2]
+
+
+def test_finished_jobs_no_longer_count_as_load(service: ManagerService, topo):
+    run_job(service, 1, ["h1", "h5"])
+    service.finish_job(SCHED, 1)
+    second = run_job(service, 2, ["h3", "h7"])
+    assert second.routes[0].path[2] == "spine1"
+
+
+def _procs(nodes: list[str]):
+    from sdnmpi.manager.model import Process
+
+    return [Process(r, n) for r, n in enumerate(nodes)]
+
+
+# -- recovery ---------------------------------------------------------------------------
+
+
+def test_reconcile_reinstalls_missing_and_removes_stale(
+    service: ManagerService, fabric: FakeControllerFabric
+):
+    kept = run_job(service, 1, ["h1", "h5"])
+    run_job(service, 2, ["h2", "h6"])
+    service.finish_job(SCHED, 2)
+    fabric.held.clear()  # the controller restarted without its state file
+    fabric.held[2] = {("h2", "h6"): ["h2", "leaf1", "spine1", "leaf2", "h6"]}  # finished
+    fabric.held[77] = {("h3", "h7"): ["h3", "leaf1", "spine1", "leaf2", "h7"]}  # unknown
+    out = service.reconcile()
+    assert out.reinstalled == (1,) and out.removed == (2, 77)
+    assert set(fabric.held) == {1}
+    assert fabric.held[1] == planning.pairs_of(kept.routes)
+    assert service.reconcile().reinstalled == ()  # nothing left to do
+
+
+def test_reconcile_routes_a_job_interrupted_before_routing(store: Store, fabric, clock):
+    svc = ManagerService(store, fabric, clock)
+    create(svc)
+    svc.start_job(SCHED, 7)
+    svc.register_process(SCHED, 7, 0, "h1")
+    from sdnmpi.manager.model import Process
+
+    store.add_process(7, Process(1, "h5"))  # crashed after recording the last rank
+    out = ManagerService(store, fabric, clock).reconcile()
+    assert out.routed == (7,)
+    job = store.get_job(7)
+    assert job is not None and job.state is JobState.ROUTED
+
+
+def test_failed_removal_is_retried_by_reconcile(service: ManagerService, fabric):
+    run_job(service, 1, ["h1", "h5"])
+    fabric.down = True
+    done = service.finish_job(SCHED, 1)
+    assert done.state is JobState.FINISHED and "removal failed" in done.detail
+    fabric.down = False
+    assert 1 in fabric.held
+    assert service.reconcile().removed == (1,)
+    assert fabric.held == {}

@@ -1,0 +1,94 @@
+"""The optional TCP listener: TLS with a self-signed certificate and bearer tokens."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sdnmpi.errors import ConfigError
+from sdnmpi.manager.client import ManagerClient
+from sdnmpi.manager.memory import MemoryStore
+from sdnmpi.manager.model import Kind, ManagerError
+from sdnmpi.manager.server import ManagerServer, TlsListener, load_tokens
+from sdnmpi.manager.service import ManagerService
+
+SCHED_TOKEN = "s" * 32
+ALICE_TOKEN = "a" * 32
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def tls_files(sock_dir: Path) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = sock_dir / "cert.pem", sock_dir / "key.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+            "-keyout", str(key), "-out", str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+@pytest.fixture
+def tls_server(sock_dir: Path, fabric, tls_files) -> Iterator[tuple[str, Path]]:
+    cert, key = tls_files
+    tokens = sock_dir / "tokens"
+    tokens.write_text(f"# who may call over TCP\n{SCHED_TOKEN} scheduler\n{ALICE_TOKEN} 1000\n")
+    address = f"localhost:{free_port()}"
+    service = ManagerService(MemoryStore(), fabric, time.time)
+    server = ManagerServer(
+        service,
+        sock_dir / "m.sock",
+        tls=TlsListener(address, cert, key, tokens),
+        reconcile_interval_s=0,
+    )
+    server.start()
+    yield address, cert
+    server.stop(0.5)
+
+
+def test_tokens_name_the_caller(tls_server):
+    address, cert = tls_server
+    with ManagerClient(address, tls_ca=cert, token=ALICE_TOKEN) as alice:
+        assert alice.create_job(1, "a", 1000, 1).uid == 1000
+        with pytest.raises(ManagerError) as exc:
+            alice.create_job(2, "b", 0, 1)
+        assert exc.value.kind is Kind.PERMISSION_DENIED
+    with ManagerClient(address, tls_ca=cert, token=SCHED_TOKEN) as sched:
+        assert sched.create_job(2, "b", 0, 1).uid == 0
+        assert len(sched.list_jobs()) == 2
+    for token in ("wrong" * 8, None):
+        with ManagerClient(address, tls_ca=cert, token=token) as nobody:
+            with pytest.raises(ManagerError) as exc:
+                nobody.list_jobs()
+            assert exc.value.kind is Kind.PERMISSION_DENIED
+
+
+def test_token_file_errors(tmp_path: Path):
+    bad = tmp_path / "tokens"
+    bad.write_text("short 1000\n")
+    with pytest.raises(ConfigError, match="shorter than 16"):
+        load_tokens(bad)
+    bad.write_text(f"{SCHED_TOKEN} root\n")
+    with pytest.raises(ConfigError, match="TOKEN UID"):
+        load_tokens(bad)
+    with pytest.raises(ConfigError, match="missing"):
+        load_tokens(tmp_path / "missing")
