@@ -102,6 +102,12 @@ State g;
 constexpr spank_err_t kSpankOk = static_cast<spank_err_t>(ESPANK_SUCCESS);
 
 void log_line(LogLevel level, const std::string &msg) {
+    // Fail-open on a node goes to slurmd's log, not to the user's terminal: srun has
+    // already printed the one line the user needs (slurm_error in slurmstepd would be
+    // repeated on every node). With require=1 the failure is the job's, so it shows.
+    if (level == LogLevel::kError && g.configured && !g.cfg.require &&
+        spank_context() == S_CTX_REMOTE)
+        level = LogLevel::kInfo;
     switch (level) {
     case LogLevel::kError: slurm_error("sdnmpi: %s", msg.c_str()); break;
     case LogLevel::kInfo: slurm_info("sdnmpi: %s", msg.c_str()); break;

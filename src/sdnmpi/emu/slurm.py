@@ -207,15 +207,16 @@ def up(
     if plugin is not None:
         lay.plugstack.write_text(plugstack_conf(plugin, plugin_args or {}))
     lay.conf.write_text(slurm_conf(plan, lay, cpus, plugstack=plugin is not None))
-    pids: dict[str, int] = {}
+    procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
         conf = str(lay.conf)
-        pids["slurmctld"] = _spawn(plan, lay, lay.head, ["slurmctld", "-D", "-i", "-f", conf])
-        _save(lay, pids)
+        procs["slurmctld"] = _spawn(plan, lay, lay.head, ["slurmctld", "-D", "-i", "-f", conf])
+        _save(lay, {k: p.pid for k, p in procs.items()})
         for h in plan.hosts:
-            pids[h.name] = _spawn(plan, lay, h.name, ["slurmd", "-D", "-N", h.name, "-f", conf])
-            _save(lay, pids)
-        _wait_idle(plan, lay, pids, timeout_s)
+            argv = ["slurmd", "-D", "-N", h.name, "-f", conf]
+            procs[h.name] = _spawn(plan, lay, h.name, argv)
+            _save(lay, {k: p.pid for k, p in procs.items()})
+        _wait_idle(plan, procs, timeout_s)
     except BaseException:
         down(name, state_root=state_root)
         raise
@@ -223,27 +224,31 @@ def up(
     return lay
 
 
-def _spawn(plan: FabricPlan, lay: SlurmLayout, host: str, argv: list[str]) -> int:
-    out = (lay.dir / f"{argv[0]}-{host}.out").open("ab")
-    with out:
-        proc = subprocess.Popen(
+def _spawn(
+    plan: FabricPlan, lay: SlurmLayout, host: str, argv: list[str]
+) -> subprocess.Popen[bytes]:
+    with (lay.dir / f"{argv[0]}-{host}.out").open("ab") as out:
+        return subprocess.Popen(
             _in_host(plan, host, argv, node_dirs=argv[0] == "slurmd"),
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    return proc.pid
 
 
-def _wait_idle(plan: FabricPlan, lay: SlurmLayout, pids: dict[str, int], timeout_s: float) -> None:
+def _wait_idle(
+    plan: FabricPlan, procs: dict[str, subprocess.Popen[bytes]], timeout_s: float
+) -> None:
     """Until every node is idle in ``sinfo`` (the daemons registered with slurmctld)."""
     deadline = time.monotonic() + timeout_s
     want = {h.name for h in plan.hosts}
     states: dict[str, str] = {}
+    where = layout(plan).dir
     while time.monotonic() < deadline:
-        dead = [who for who, pid in pids.items() if not _alive(pid, lay)]
+        dead = [f"{who} (exit {p.returncode})" for who, p in procs.items() if p.poll() is not None]
         if dead:
-            raise EmuError(f"Slurm daemons exited: {dead}; see {lay.dir}/*.log and *.out")
+            tails = {w: _tail(where / f"slurmd-{w.split()[0]}.out") for w in dead}
+            raise EmuError(f"Slurm daemons exited: {dead}; see {where}: {tails}")
         res = run(plan.name, ["sinfo", "-h", "-N", "-o", "%N %t"], capture=True, timeout_s=10)
         states = dict(ln.split() for ln in res.stdout.splitlines() if len(ln.split()) == 2)
         if set(states) >= want and all(states[n] in ("idle", "mix", "alloc") for n in want):
@@ -296,6 +301,13 @@ def down(name: str = "default", *, state_root: Path = DEFAULT_STATE_ROOT) -> int
     with contextlib.suppress(FileNotFoundError):
         lay.daemons.unlink()
     return len([p for p in pids.values() if p])
+
+
+def _tail(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")[-500:]
+    except OSError:
+        return ""
 
 
 def _alive(pid: int, lay: SlurmLayout) -> bool:
