@@ -290,3 +290,6 @@ def get(
     except OSError as exc:
         raise ConfigError(f"{output}: {exc.strerror}") from None
     console.print(f"wrote {output}: {name}, sha256 {stored.info.sha256[:12]}", highlight=False)
+
+
+from sdnmpi.cli import pattern_db  # noqa: E402, F401  (registers activate, record)

@@ -1,0 +1,221 @@
+"""Many jobs on one fabric under Slurm (issue 6): start latency and concurrent jobs.
+
+Run as root: ``.venv/bin/python scripts/exp_manager.py [--quick] [--json FILE]``
+(``make exp-manager``).  Real slurmctld and slurmds in the emulated hosts, the
+SPANK plugin, ``sdnmpi manager`` (SQLite) and the controller.
+
+1. **Start latency** on ``milk`` (20 hosts, 8 CPUs each): ``srun -N20 -n160
+   --comm-pattern=SPEC true``, repeated, against the same ``srun`` with the plugin
+   removed from ``plugstack.conf`` (Slurm rereads it for every step).  Reported:
+   srun's wall time both ways (the added start latency), and job start (the
+   manager's CreateJob from srun) to routes installed (the last node's "routes
+   installed" line in slurmd's log, measured by the plugin).
+2. **Concurrent jobs** on ``leaf_spine(2, 4, 2)`` at 10 Mbit/s: 2 and 4 jobs of
+   two ranks each, placed so that D-mod-K puts each leaf's two flows on one
+   uplink; each job streams 2 MiB messages (``sdnmpi-bench pairs --oneway``).
+   Each job's time per message with the manager's routes (the plugin on) vs
+   default routes (the plugin off), all jobs started together.
+
+The last line printed is a JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import demo_fabric as harness
+
+from sdnmpi import catalog
+from sdnmpi.core.generators import leaf_spine
+from sdnmpi.emu import slurm
+from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
+from sdnmpi.manager.client import ManagerClient
+
+log = harness.log
+PLUGIN = harness.ROOT / "build" / "spank" / "sdnmpi_spank.so"
+#: (sender, receiver) of each job: D-mod-K sends both flows of a leaf over one uplink.
+JOBS = (("h1", "h6"), ("h3", "h7"), ("h2", "h8"), ("h4", "h5"))
+
+
+@contextmanager
+def stack(workdir: Path, topo: Any, name: str, link_scale: float, cpus: int) -> Iterator[Any]:
+    """Controller, fabric, manager and Slurm with the plugin; all torn down after."""
+    nsw = len(topo.switches)
+    with harness.cluster(workdir, topo, name, name, nsw, link_scale) as ctl:
+        sock = DEFAULT_STATE_ROOT / name / "manager.sock"  # not /tmp: nodes have their own
+        argv = [*harness.CLI, "manager", "run", "--socket", str(sock)]
+        argv += ["--db", str(workdir / "manager.db"), "--controller-api", str(ctl.api_path)]
+        with (workdir / "manager.log").open("wb") as out:
+            mgr = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            harness.wait_for("the manager", sock.exists, 30)
+            lay = slurm.up(name, plugin=PLUGIN, cpus=cpus,
+                           plugin_args={"manager": f"unix:{sock}", "timeout": "60"})  # fmt: skip
+            log(f"Slurm up: {len(topo.hosts)} nodes, manager {sock}")
+            try:
+                yield sock, lay
+            finally:
+                slurm.down(name)
+        finally:
+            mgr.send_signal(signal.SIGTERM)
+            mgr.wait(timeout=20)
+
+
+def set_plugin(lay: slurm.SlurmLayout, text: str) -> None:
+    """Rewrite plugstack.conf: Slurm reads it at every srun and step start."""
+    lay.plugstack.write_text(text)
+
+
+def srun(name: str, args: list[str], timeout_s: float = 300) -> tuple[float, str, str]:
+    t0 = time.monotonic()
+    res = slurm.run(name, ["srun", *args], capture=True, timeout_s=timeout_s)
+    took = time.monotonic() - t0
+    if res.returncode != 0:
+        raise RuntimeError(
+            f"srun {' '.join(args)} failed ({res.returncode}):\n{res.stderr[-3000:]}"
+        )
+    return took, res.stdout, res.stderr
+
+
+def installed_at(lay: slurm.SlurmLayout, job_id: int) -> list[float]:
+    """Unix times of the nodes' "routes installed" lines for ``job_id`` (slurmd logs)."""
+    pat = re.compile(rf"^\[([0-9T:.-]+)\] .*sdnmpi: job {job_id} routes installed", re.M)
+    out = []
+    for path in lay.dir.glob("slurmd-*.log"):
+        for stamp in pat.findall(path.read_text(errors="replace")):
+            out.append(datetime.fromisoformat(stamp).timestamp())
+    return out
+
+
+def start_latency(workdir: Path, quick: bool) -> dict[str, Any]:
+    topo = catalog.load_topology("milk")
+    name = f"mgs-{os.getpid()}"
+    reps = 2 if quick else 5
+    spec = "stencil3d:nprocs=160"
+    with stack(workdir, topo, name, 0.01, 8) as (sock, lay):
+        with_plugin = lay.plugstack.read_text()
+        plain: list[float] = []
+        routed: list[float] = []
+        to_routes: list[float] = []
+        nodes_waited: list[int] = []
+        for rep in range(reps):
+            set_plugin(lay, "")
+            plain.append(srun(name, ["-N20", "-n160", "true"])[0])
+            set_plugin(lay, with_plugin)
+            took, _, _ = srun(name, ["-N20", "-n160", f"--comm-pattern={spec}", "true"])
+            routed.append(took)
+            with ManagerClient(f"unix:{sock}") as c:
+                job = max(c.list_jobs(include_finished=True), key=lambda j: j.job_id)
+            stamps = installed_at(lay, job.job_id)
+            nodes_waited.append(len(stamps))
+            if stamps:
+                to_routes.append(max(stamps) - job.created_unix_s)
+            log(f"rep {rep + 1}: srun {plain[-1]:.2f} s plain, {took:.2f} s with routes; job "
+                f"{job.job_id} routed {job.routes.flow_mods} flow-mods, install "
+                f"{job.routes.install_s:.3f} s, {len(stamps)} nodes logged")  # fmt: skip
+    return {
+        "topology": "milk (20 hosts x 8 CPUs)",
+        "ranks": 160,
+        "pattern": spec,
+        "srun_plain_s": plain,
+        "srun_routed_s": routed,
+        "added_start_s_median": statistics.median(routed) - statistics.median(plain),
+        "job_start_to_routes_s": to_routes,
+        "nodes_logging_routes": nodes_waited,
+    }
+
+
+def concurrent(workdir: Path, quick: bool) -> dict[str, Any]:
+    topo = leaf_spine(2, 4, 2, name="contention")
+    name = f"mgc-{os.getpid()}"
+    size, iters = (1 << 20, 3) if quick else (2 << 20, 4)
+    patt = workdir / "pair.json"
+    catalog.save_pattern(harness.pattern(2, 1, size), patt)
+    bench = [str(harness.BENCH), "pairs", "--oneway", "--size", str(size), "--iters", str(iters)]
+    bench += ["--warmup", "1", "--json"]
+    out: dict[str, Any] = {"topology": "leaf_spine(2, 4, 2) at 10 Mbit/s", "size_bytes": size}
+    with stack(workdir, topo, name, 0.01, 2) as (sock, lay):
+        put = subprocess.run([*harness.CLI, "pattern", "put", "pair", str(patt), "--manager",
+                              str(sock)], capture_output=True, text=True, check=False)  # fmt: skip
+        if put.returncode != 0:
+            raise RuntimeError(put.stderr)
+        with_plugin = lay.plugstack.read_text()
+        for njobs in (2, 4):
+            row: dict[str, Any] = {}
+            for mode in ("default", "manager"):
+                set_plugin(lay, with_plugin if mode == "manager" else "")
+                row[mode] = run_jobs(name, JOBS[:njobs], bench, mode == "manager")
+            row["speedup_per_job"] = [d / m for d, m in zip(row["default"], row["manager"],
+                                                             strict=True)]  # fmt: skip
+            log(f"{njobs} jobs: default {fmt(row['default'])} s, manager {fmt(row['manager'])} s"
+                f" per message; speedups {fmt(row['speedup_per_job'])}")  # fmt: skip
+            out[f"{njobs}_jobs"] = row
+    return out
+
+
+def fmt(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
+def run_jobs(name: str, jobs: tuple[tuple[str, str], ...], bench: list[str],
+             routed: bool) -> list[float]:  # fmt: skip
+    """Start the jobs together; each one's time per message (s)."""
+    extra = ["--comm-pattern=pair"] if routed else []
+    env = {"OMPI_MCA_mpi_yield_when_idle": "1"}
+    procs = []
+    for a, b in jobs:
+        argv = ["srun", "-w", f"{a},{b}", "-N2", "-n2", *extra, *bench]
+        plan_env = {**os.environ, **env}
+        procs.append(subprocess.Popen(
+            [*harness.CLI, "emu", "slurm", "run", "--name", name, "--", *argv],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=plan_env))  # fmt: skip
+    times = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=600)
+        if p.returncode != 0:
+            raise RuntimeError(f"job failed ({p.returncode}):\n{stderr[-3000:]}")
+        doc = json.loads(next(ln for ln in stdout.splitlines() if ln.startswith("{")))
+        times.append(float(doc["results"][0]["time_max_s"]))
+    return times
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="Fewer repetitions, smaller messages.")
+    ap.add_argument("--only", choices=("start", "concurrent"), help="Run one part.")
+    ap.add_argument("--json", type=Path, help="Also write the summary here.")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("exp_manager: needs root (emulated fabric, Slurm)", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    harness.build("mpibench", "spank")
+    summary: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="sdnmpi-mgr-") as tmp:
+        os.chmod(tmp, 0o755)
+        if args.only in (None, "start"):
+            summary["start_latency"] = start_latency(Path(tmp), args.quick)
+        if args.only in (None, "concurrent"):
+            summary["concurrent"] = concurrent(Path(tmp), args.quick)
+    harness.emit(summary, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
