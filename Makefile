@@ -18,6 +18,7 @@ help:
 	@echo "make exp-unisonflow  the UnisonFlow experiment on the emulated fabric (root)"
 	@echo "make exp-overhead    tagging and profiling overhead: emulated fabric, then a direct link (root)"
 	@echo "make exp-allreduce   SDN_MPI_Allreduce: push mode vs default routes (root)"
+	@echo "make exp-manager     Slurm jobs: start latency, concurrent jobs with the manager (root)"
 
 # System packages (apt), installed only when missing; the list grows with the project.
 deps:
@@ -67,6 +68,11 @@ exp-unisonflow: $(STAMP)
 # SDN_MPI_Allreduce (root): Allreduce time over sizes, default routes vs push mode.
 exp-allreduce: $(STAMP)
 	$(BIN)/python scripts/exp_allreduce.py
+
+# Many jobs under Slurm (root): job start latency and concurrent jobs, manager vs default.
+.PHONY: exp-manager
+exp-manager: $(STAMP) $(PB)
+	$(BIN)/python scripts/exp_manager.py
 
 # Node-side overhead (root): latency and bandwidth, plain vs tag mode vs profile mode.
 exp-overhead: $(STAMP)

@@ -49,8 +49,10 @@ from sdnmpi.manager.client import ManagerClient
 
 log = harness.log
 PLUGIN = harness.ROOT / "build" / "spank" / "sdnmpi_spank.so"
-#: (sender, receiver) of each job: D-mod-K sends both flows of a leaf over one uplink.
-JOBS = (("h1", "h6"), ("h3", "h7"), ("h2", "h8"), ("h4", "h5"))
+#: (sender, receiver) of each job on leaf_spine(2, 4, 2) (h1, h2 on leaf1 ... h7, h8 on
+#: leaf4): D-mod-K sends the first two over one uplink of leaf1 and one downlink of
+#: leaf3/leaf4's spine, the last two likewise from leaf2; a conflict-free assignment exists.
+JOBS = (("h1", "h6"), ("h2", "h8"), ("h3", "h7"), ("h4", "h5"))
 
 
 @contextmanager

@@ -13,15 +13,17 @@
 namespace sdnmpi::spank {
 namespace {
 
-constexpr std::size_t kMaxPatternNameBytes = 128;
+constexpr std::size_t kMaxPatternNameBytes = 256;
 constexpr const char *kKnownKeys =
     "manager, timeout, connect_timeout, default_pattern, require, tls_ca, token_file";
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
+// A stored pattern's name ([A-Za-z0-9_.:-]) or a built-in spec, which adds '=' and ','
+// (alltoall:nprocs=8,bytes=1048576); the manager checks which it is.
 bool is_name_char(char c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_digit(c) || c == '_' ||
-           c == '.' || c == ':' || c == '-';
+           c == '.' || c == ':' || c == '-' || c == '=' || c == ',';
 }
 
 // Host names and IPv4 literals: letters, digits, '-', '.'.
@@ -148,7 +150,7 @@ std::string apply_arg(std::string_view arg, Config &cfg, std::string &seen) {
     } else if (key == "default_pattern") {
         if (!is_pattern_name(value))
             err = "default_pattern=" + quoted(value) +
-                  ": not a pattern name ([A-Za-z0-9_.:-]{1,128})";
+                  ": not a pattern name ([A-Za-z0-9_.:=,-]{1,256})";
         else
             cfg.default_pattern = std::string(value);
     } else if (key == "require") {
@@ -248,7 +250,7 @@ std::string classify_pattern(std::string_view value, const FileProbe &probe, Pat
         return "";
     }
     if (!is_pattern_name(value))
-        return opt + ": no such file, and not a pattern name ([A-Za-z0-9_.:-]{1,128})";
+        return opt + ": no such file, and not a pattern name ([A-Za-z0-9_.:=,-]{1,256})";
     out = PatternChoice{PatternKind::kName, std::string(value)};
     return "";
 }

@@ -53,7 +53,7 @@ std::string parse_address(std::string_view text, Address &out);
 // A decimal number of seconds in (0, max_s]: "10", "0.5".
 std::string parse_seconds(std::string_view key, std::string_view text, double max_s, double &out);
 
-// A stored or built-in pattern name: [A-Za-z0-9_.:-]{1,128} (manager.proto).
+// A stored pattern's name or a built-in spec: [A-Za-z0-9_.:=,-]{1,256} (manager.proto).
 bool is_pattern_name(std::string_view name);
 
 // What the filesystem says about a --comm-pattern value, as seen by the caller.

@@ -93,6 +93,9 @@ def test_ops_round_trip(standin: StandIn, sock_dir: Path, topo: Topology):
     assert ctl.jobs() == {4: {("h1", "h5"): path}}
     ctl.remove(4)
     assert ctl.jobs() == {}
+    before = len(standin.requests)
+    ctl.remove(4)  # nothing held: asks, and sends no remove_job (which would be refused)
+    assert [r["op"] for r in standin.requests[before:]] == ["jobs"]
 
 
 def test_refusal_and_absence_are_unavailable(standin: StandIn, sock_dir: Path):

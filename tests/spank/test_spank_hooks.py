@@ -74,7 +74,7 @@ def test_sbatch_checks_the_value_at_submission(spank_build, manager, tmp_path) -
     assert bad.hooks["option"] == "-1"
     assert errors(bad) == [
         "error: sdnmpi: --comm-pattern='./no.json': no such file, and not a pattern name "
-        "([A-Za-z0-9_.:-]{1,128})"
+        "([A-Za-z0-9_.:=,-]{1,256})"
     ]
     pattern = tmp_path / "p.json"
     pattern.write_text("{}")

@@ -155,8 +155,10 @@ void test_address() {
 void test_pattern_names() {
     CHECK(is_pattern_name("cg:8"));
     CHECK(is_pattern_name("lammps-rhodo_128.v2"));
-    CHECK(is_pattern_name(std::string(128, 'a')));
-    CHECK(!is_pattern_name(std::string(129, 'a')));
+    CHECK(is_pattern_name("stencil3d:nprocs=160"));
+    CHECK(is_pattern_name("alltoall:nprocs=8,bytes=1048576"));
+    CHECK(is_pattern_name(std::string(256, 'a')));
+    CHECK(!is_pattern_name(std::string(257, 'a')));
     CHECK(!is_pattern_name(""));
     CHECK(!is_pattern_name("a b"));
     CHECK(!is_pattern_name("a/b"));

@@ -100,7 +100,9 @@ class ControllerFabric:
         )
 
     def remove(self, job_id: int) -> None:
-        """Remove the job's routes."""
+        """Remove the job's routes; a job the controller holds no routes for is a no-op."""
+        if job_id not in self.jobs():
+            return
         self.request({"op": "remove_job", "job_id": job_id})
 
     def jobs(self) -> dict[int, dict[tuple[str, str], list[str]]]:
