@@ -60,7 +60,7 @@ def stack(workdir: Path, topo: Any, name: str, link_scale: float, cpus: int) -> 
     """Controller, fabric, manager and Slurm with the plugin; all torn down after."""
     nsw = len(topo.switches)
     with harness.cluster(workdir, topo, name, name, nsw, link_scale) as ctl:
-        sock = DEFAULT_STATE_ROOT / name / "manager.sock"  # not /tmp: nodes have their own
+        sock = DEFAULT_STATE_ROOT / name / "manager.sock"
         argv = [*harness.CLI, "manager", "run", "--socket", str(sock)]
         argv += ["--db", str(workdir / "manager.db"), "--controller-api", str(ctl.api_path)]
         with (workdir / "manager.log").open("wb") as out:

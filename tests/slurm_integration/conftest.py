@@ -131,7 +131,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     catalog.save_topology(model, topo_file)
     ctl = Controller(free_port(), topo_file, workdir, "--router", "dmodk")
     plan = make_plan(model, unique_name("slm"), state_root=DEFAULT_STATE_ROOT)
-    # not under /tmp: each emulated node has its own /tmp (see sdnmpi.emu.slurm)
     mgr = Manager(workdir, ctl.api_path, plan.state_dir / "manager.sock")
     pids: list[int] = []
     try:

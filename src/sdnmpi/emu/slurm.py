@@ -61,6 +61,11 @@ class SlurmLayout:
         return self.dir / "plugstack.conf"
 
     @property
+    def node_tmp(self) -> Path:
+        """Slurm's ``TmpFS``: each slurmd binds its own directory here."""
+        return self.dir / "node-tmp"
+
+    @property
     def daemons(self) -> Path:
         return self.dir / "daemons.json"
 
@@ -102,6 +107,7 @@ def slurm_conf(plan: FabricPlan, lay: SlurmLayout, cpus: int = 4, plugstack: boo
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",
         "SlurmdParameters=config_overrides",
+        f"TmpFS={lay.node_tmp}",
         "MpiDefault=pmix",  # Open MPI; MPICH needs srun --mpi=pmi2
         "ReturnToService=2",
         "SlurmctldTimeout=30",
@@ -165,15 +171,18 @@ def _in_host(
 ) -> list[str]:
     """``argv`` in ``host``'s namespace under its hostname (private UTS and mounts).
 
-    With ``node_dirs`` (slurmd), the node also gets cgroup mounts and its own /tmp
-    (``SLURM_DIR/tmp/HOST`` bound on /tmp): Slurm's PMIx server and the MPI
-    libraries keep per-node files there, which clash when all nodes share one /tmp.
+    With ``node_dirs`` (slurmd), the node also gets cgroup mounts and its own
+    ``TmpFS`` (``SLURM_DIR/tmp/HOST`` bound on ``SLURM_DIR/node-tmp``): Slurm's PMIx
+    server keeps per-step directories there, named alike on every node, which clash
+    when all nodes share one directory.  /tmp stays the machine's (a checkout or a
+    test directory under /tmp must be visible to the tasks).
     """
     h = plan.host(host)
     private = ""
     if node_dirs:
-        tmp = layout(plan).dir / "tmp" / host
-        private = _CGROUP_MOUNTS + f"mount --bind {tmp} /tmp || exit 1; "
+        lay = layout(plan)
+        tmp = lay.dir / "tmp" / host
+        private = _CGROUP_MOUNTS + f"mount --bind {tmp} {lay.node_tmp} || exit 1; "
     shell = 'hostname "$0"; ' + private + 'exec "$@"'
     unshare = ["unshare", "--uts", "--mount", "--propagation", "private"]
     return ["ip", "netns", "exec", h.netns, *unshare, "sh", "-c", shell, h.name, *argv]
@@ -199,7 +208,8 @@ def up(
     if plugin is not None and not plugin.is_file():
         raise ConfigError(f"--plugin {plugin}: no such file (build it: make spank)")
     shutil.rmtree(lay.dir, ignore_errors=True)
-    for sub in ("ctld", *(f"{d}/{h.name}" for h in plan.hosts for d in ("spool", "tmp"))):
+    subs = (f"{d}/{h.name}" for h in plan.hosts for d in ("spool", "tmp"))
+    for sub in ("ctld", "node-tmp", *subs):
         (lay.dir / sub).mkdir(parents=True)
     (lay.dir / "tmp").chmod(0o755)
     for h in plan.hosts:
