@@ -383,3 +383,18 @@ def test_failed_removal_is_retried_by_reconcile(service: ManagerService, fabric)
     assert 1 in fabric.held
     assert service.reconcile().removed == (1,)
     assert fabric.held == {}
+
+
+def test_host_pairs_shared_with_another_job_keep_its_routes(service: ManagerService, fabric):
+    """Jobs on shared nodes: the controller routes a host pair for one job only."""
+    first = run_job(service, 1, ["h1", "h5"])
+    assert first.state is JobState.ROUTED
+    # ranks 0 -> 1 on h1 -> h5 (held by job 1) and 2 -> 3 on h2 -> h6 (free)
+    second = run_job(service, 2, ["h1", "h5", "h2", "h6"])
+    assert second.state is JobState.ROUTED
+    assert [(r.src, r.dst) for r in second.routes] == [("h2", "h6")]
+    assert "1 host pair(s) shared with job 1" in second.detail
+    assert set(fabric.jobs()[2]) == {("h2", "h6")}
+    # entirely shared: default routes, with the reason
+    third = run_job(service, 3, ["h1", "h5"])
+    assert third.state is JobState.DEFAULT and "shared with job 1" in third.detail

@@ -285,14 +285,15 @@ class ManagerService:
         """Compute and install the job's routes; any failure leaves it on DEFAULT."""
         t0 = self.clock()
         try:
-            routes = self._plan(job)
+            routes, shared = self._unshared(job, self._plan(job))
             if not routes:
-                job = self._default(job, "the pattern sends nothing between hosts")
+                why = shared or "the pattern sends nothing between hosts"
+                job = self._default(job, why)
             else:
                 result = self.fabric.install(job.job_id, planning.pairs_of(routes))
                 install = dataclasses.replace(result, install_s=self.clock() - t0)
                 job = dataclasses.replace(
-                    job, state=JobState.ROUTED, routes=routes, install=install, detail=""
+                    job, state=JobState.ROUTED, routes=routes, install=install, detail=shared
                 )
         except SdnMpiError as exc:
             job = self._default(job, f"routing failed: {exc}")
@@ -302,6 +303,27 @@ class ManagerService:
         self.store.save_job(job)
         log.info("job %d: %s %s", job.job_id, job.state.name, job.detail)
         return job
+
+    def _unshared(
+        self, job: Job, routes: tuple[RoutePair, ...]
+    ) -> tuple[tuple[RoutePair, ...], str]:
+        """The routes whose host pair no other routed job holds, and a note on the others.
+
+        The controller routes a host pair for one job at a time (jobs sharing nodes):
+        such a pair keeps the other job's path, and this job gets the rest."""
+        holder = {
+            (r.src, r.dst): j.job_id
+            for j in self.store.list_jobs()
+            if j.state is JobState.ROUTED and j.job_id != job.job_id
+            for r in j.routes
+        }
+        mine = tuple(r for r in routes if (r.src, r.dst) not in holder)
+        taken = sorted({holder[(r.src, r.dst)] for r in routes if (r.src, r.dst) in holder})
+        if not taken:
+            return mine, ""
+        n = len(routes) - len(mine)
+        jobs = ", ".join(map(str, taken))
+        return mine, f"{n} host pair(s) shared with job {jobs} keep that job's routes"
 
     def _plan(self, job: Job) -> tuple[RoutePair, ...]:
         topo = self.fabric.topology()
