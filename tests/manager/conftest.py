@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from sdnmpi.manager.service import ManagerService
 from sdnmpi.manager.sqlite import SqliteStore
 from sdnmpi.manager.store import Store
 from sdnmpi.testing import FakeClock
+from tests.manager import pgserver
 
 ALICE = Caller(1000)
 BOB = Caller(1001)
@@ -61,12 +63,40 @@ def clock() -> FakeClock:
     return FakeClock(1000.0)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(scope="session")
+def pg_dsn() -> Iterator[str]:
+    """A private PostgreSQL server for the session (skipped where none can run)."""
+    why = pgserver.unavailable()
+    if why is not None:
+        pytest.skip(why)
+    with pgserver.server() as dsn:
+        yield dsn
+
+
+_PG_DATABASES = itertools.count()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """Every store contract test runs on both stores."""
-    s: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "m.db")
-    yield s
-    s.close()
+    """Every store contract test runs on every store (PostgreSQL: a fresh database)."""
+    if request.param != "postgres":
+        s: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "m.db")
+        yield s
+        s.close()
+        return
+    import psycopg
+
+    from sdnmpi.manager.postgres import PostgresStore
+
+    base = request.getfixturevalue("pg_dsn")
+    name = f"t{os.getpid()}_{next(_PG_DATABASES)}"
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    pg = PostgresStore(base.replace("dbname=postgres", f"dbname={name}"))
+    yield pg
+    pg.close()
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE {name}")
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """A :class:`~sdnmpi.manager.store.Store` on PostgreSQL (psycopg 3), for several managers.
 
-UNTESTED against a real server (none on the development machines): the SQL
+The store contract tests run against a real, private PostgreSQL 15 server
+(``tests/manager/pgserver.py``) beside the memory and SQLite stores.  The SQL
 mirrors :mod:`~sdnmpi.manager.sqlite` (same tables, same migration scheme with
 a ``schema_version`` table instead of ``PRAGMA user_version``), every method
 is one transaction, and ``SELECT ... FOR UPDATE`` is not needed because the
