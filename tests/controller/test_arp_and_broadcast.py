@@ -121,3 +121,18 @@ def test_lldp_and_garbage_packet_ins_are_ignored():
     assert planner.packet_in(1, 1, lldp) == []
     assert planner.packet_in(1, 1, b"\x01\x02") == []
     assert planner.packet_in(99, 1, lldp) == []  # switch not connected
+
+
+def test_unicast_arp_follows_the_routes_without_the_controller(topo):
+    """A host revalidating a neighbour sends ARP to its MAC: delivered like any frame to
+    that MAC, so neighbours stay valid while the controller restarts."""
+    from dataclasses import replace
+
+    from sdnmpi.controller.flows import ETH_TYPE_ARP
+
+    setup = steady(topo)
+    a, b = topo.hosts[0], topo.hosts[-1]
+    probe = replace(arp_request(a.mac, a.ip or "10.9.9.1", b.ip or "10.9.9.2"), eth_dst=b.mac)
+    assert probe.eth_type == ETH_TYPE_ARP
+    trace = setup.fabric.trace(a.name, probe)
+    assert (trace.outcome, trace.host) == ("delivered", b.name)

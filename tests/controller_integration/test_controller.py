@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from sdnmpi.controller import cookies
+from sdnmpi import catalog
+from sdnmpi.controller import cookies, measure
 from sdnmpi.controller.planner import Planner
 from sdnmpi.emu import runner
 from sdnmpi.formats.native import topology_from_dict
@@ -289,3 +290,29 @@ def test_switch_restart_is_resynchronized(cluster: Cluster):
     print(f"\nleaf1 wiped and reconnected: every rule back {resync_s:.2f} s after reconnecting")
     for dst in ("h2", "h3", "h4"):
         assert ping(cluster, "h1", dst, "-c", "1", "-W", "2").returncode == 0, dst
+
+
+def test_pattern_recorded_from_switch_counters(cluster: Cluster, tmp_path: Path):
+    """NetSA's way: a measurement job counts each host pair's bytes at its first switch
+    while pings run, nothing moves, and its rules are gone afterwards."""
+    out = tmp_path / "measured.json"
+    argv = runner.host_argv(cluster.plan, "h1", ["ping", "-i", "0.05", "-c", "60", "-s", "1000",
+                                                 cluster.plan.host("h3").ip])  # fmt: skip
+    pinger = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        api = str(cluster.controller.api_path)
+        res = sdnmpi("pattern", "record", "pings", "--hosts", "h1,h3,h4", "--duration", "2",
+                     "--controller-api", api, "-o", str(out))  # fmt: skip
+    finally:
+        pinger.wait(timeout=30)
+    assert res.returncode == 0, res.stderr
+    pattern = catalog.load_pattern(str(out))
+    cells = {(c.src, c.dst): int(c.size_bytes) for c in pattern.phases[0].cells()}
+    # ranks: 0 = h1, 1 = h3, 2 = h4; at 20 pings/s of 1042-byte frames for 2 s
+    assert cells.get((0, 1), 0) >= 20 * 1000, cells
+    assert cells.get((1, 0), 0) >= 20 * 1000, cells
+    assert all(b < 2000 for k, b in cells.items() if k not in ((0, 1), (1, 0))), cells
+    held = [int(ck, 16) for rules in all_flows(cluster.plan).values() for ln in rules
+            for ck in re.findall(r"cookie=(0x[0-9a-f]+)", ln)]  # fmt: skip
+    assert not [ck for ck in held if cookies.kind_of(ck) == "job"
+                and cookies.job_of(ck) >= measure.FIRST_ID]  # fmt: skip

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from sdnmpi import catalog
 from sdnmpi.cli.pattern import MANAGER_OPT, app
+from sdnmpi.controller import switch_record
 from sdnmpi.errors import ConfigError
 from sdnmpi.formats import sdnmpitrace
 
@@ -48,19 +49,46 @@ def activate(
 @app.command("record")
 def record(
     name: str = typer.Argument(..., help="Name to store the pattern under."),
-    trace: Path = typer.Option(
-        ..., "--trace", help="A directory of sdnmpi-trace-<rank>.jsonl (SDNMPI_MODE=profile)."
+    trace: Path | None = typer.Option(
+        None, "--trace", help="A directory of sdnmpi-trace-<rank>.jsonl (SDNMPI_MODE=profile)."
+    ),
+    hosts: str | None = typer.Option(
+        None,
+        "--hosts",
+        help="From switch flow statistics: the job's hosts, h1,h2,... (rank i "
+        "is the i-th host), measured for --duration seconds through --controller-api.",
+    ),
+    controller_api: Path | None = typer.Option(
+        None, "--controller-api", help="The controller's API socket (with --hosts)."
+    ),
+    duration_s: float = typer.Option(10.0, "--duration", help="Seconds to measure (--hosts)."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write the pattern (sdnmpi JSON) here instead of storing it."
     ),
     description: str = typer.Option("", "--description", "-d", help="Free text."),
     replace: bool = typer.Option(False, "--replace", help="Replace a different stored pattern."),
     manager: str | None = MANAGER_OPT,
 ) -> None:
-    """Build a job's traffic matrix from its profiler traces and store it."""
+    """Build a job's traffic matrix, from its profiler traces or (as NetSA did) from the
+    switches' flow counters while it runs, and store it."""
     from sdnmpi.cli.manager import calls, client
 
-    if not sdnmpitrace.is_sdnmpi_trace(trace):
-        raise ConfigError(f"--trace {trace}: not a directory of sdnmpi-trace-<rank>.jsonl files")
-    pattern = sdnmpitrace.load_sdnmpi_trace(trace)
+    if (trace is None) == (hosts is None):
+        raise ConfigError("give either --trace DIR or --hosts H1,H2,... (with --controller-api)")
+    if trace is not None:
+        if not sdnmpitrace.is_sdnmpi_trace(trace):
+            raise ConfigError(f"--trace {trace}: not a directory of sdnmpi-trace-<rank>.jsonl")
+        pattern, source = sdnmpitrace.load_sdnmpi_trace(trace), str(trace)
+    else:
+        if controller_api is None:
+            raise ConfigError("--hosts needs --controller-api")
+        names = [h for h in (hosts or "").split(",") if h]
+        pattern = switch_record.record(controller_api, names, duration_s, name)
+        source = f"switch counters of {len(names)} hosts over {duration_s:g} s"
+    if output is not None:
+        catalog.save_pattern(pattern, output)
+        console.print(f"wrote {output}: {pattern.nprocs} ranks, from {source}", highlight=False)
+        return
     with tempfile.TemporaryDirectory(prefix="sdnmpi-record-") as tmp:
         path = Path(tmp) / f"{name.replace(':', '_')}.json"
         catalog.save_pattern(pattern, path)
@@ -68,6 +96,6 @@ def record(
             info = c.put_pattern(name, path, description=description, replace=replace)
     console.print(
         f"stored {info.name}: {info.nranks} ranks, {info.phases} phases, "
-        f"{info.total_bytes:.0f} bytes, from {trace}",
+        f"{info.total_bytes:.0f} bytes, from {source}",
         highlight=False,
     )

@@ -47,7 +47,7 @@ from os_ken.lib import hub  # type: ignore[import-untyped]
 from os_ken.ofproto import ofproto_v1_3  # type: ignore[import-untyped]
 from os_ken.topology import event as topo_event  # type: ignore[import-untyped]
 
-from sdnmpi.controller import cookies
+from sdnmpi.controller import cookies, measure
 from sdnmpi.controller.flows import (
     IP_PROTO_UDP,
     OFPP_CONTROLLER,
@@ -66,6 +66,7 @@ from sdnmpi.controller.flows import (
 from sdnmpi.controller.jobstore import JobPairs, JobStore, StoredState
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.portstats import PortStats
+from sdnmpi.controller.routes import Route
 from sdnmpi.controller.tagservice import TAG_OPS, RestoreError, TagService
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError, SdnMpiError
@@ -130,6 +131,10 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self.stats = PortStats()
         self.datapaths: dict[int, Any] = {}
         self._flow_stats: dict[int, list[Any]] = {}
+        #: Measurement jobs' routes, and their flow statistics replies by request xid.
+        self.measuring: dict[int, list[Route]] = {}
+        self._counters: dict[int, list[Any]] = {}
+        self._counters_done: set[int] = set()
         self._barriers: dict[tuple[int, int], float] = {}
         self._dirty = False
         self._last_event = time.monotonic()
@@ -185,6 +190,13 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
     def _flow_stats_reply(self, ev: Any) -> None:
         msg = ev.msg
         dpid = msg.datapath.id
+        if msg.xid in self._counters:  # a measurement read, not a resync
+            with self.lock:
+                self._counters[msg.xid].extend(msg.body)
+                if not msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE:
+                    self._counters_done.add(msg.xid)
+                    self._confirmed.notify_all()
+            return
         if dpid not in self._flow_stats:
             return
         self._flow_stats[dpid].extend(msg.body)
@@ -381,6 +393,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         query = _query_op(line)
         if query is not None:
             return self._query(query)
+        measure_req = _measure_request(line)
+        if measure_req is not None:
+            return self._measure(measure_req)
         try:
             op, job_id, pairs = parse_request(line)
             t0 = time.monotonic()
@@ -448,6 +463,69 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             return {"ok": False, "error": "the fabric is not discovered yet"}
         return {"ok": True, "topology": topology_to_dict(topo)}
 
+    def _measure(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Measurement jobs (:mod:`~sdnmpi.controller.measure`): per-pair byte counters."""
+        try:
+            op, job_id, hosts = measure.parse(req)
+            with self.lock:
+                if not self._synced_once:
+                    raise ConfigError("the fabric is not discovered yet")
+                if op == "measure_read":
+                    return {"ok": True, "bytes": self._read_counters(job_id)}
+                if op == "measure_stop":
+                    self.measuring.pop(job_id, None)
+                    return {"ok": self._send_confirmed(self.planner.remove_job(job_id))}
+                topo = self.planner.live_topology()
+                if topo is None:
+                    raise ConfigError("the fabric is not discovered yet")
+                taken = {r.key for rs in self.planner.jobs.values() for r in rs}
+                routes, skipped = measure.routes_for(
+                    topo, self.planner.default_routes(), hosts, taken
+                )
+                msgs = self.planner.install_job(job_id, routes)
+                self.measuring[job_id] = routes
+                ok = self._send_confirmed(msgs)
+        except SdnMpiError as exc:
+            return {"ok": False, "error": str(exc)}
+        log.info("measurement job %d: %d pairs, %d skipped", job_id, len(routes), len(skipped))
+        return {"ok": ok, "pairs": len(routes), "skipped": skipped}
+
+    def _read_counters(self, job_id: int) -> dict[str, int]:
+        """Ask the pairs' first switches for the job's rule counters (lock held)."""
+        routes = self.measuring.get(job_id)
+        if routes is None:
+            raise ConfigError(f"no measurement job {job_id}")
+        waiting: dict[int, int] = {}
+        for dpid in sorted(set(measure.first_hops(routes).values())):
+            dp = self.datapaths.get(dpid)
+            if dp is None:
+                raise ConfigError(f"switch {dpid:#x} is not connected")
+            ofp, parser = dp.ofproto, dp.ofproto_parser
+            ck = cookies.job_cookie(job_id)
+            req = parser.OFPFlowStatsRequest(dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
+                                             ck, cookies.FULL_MASK, parser.OFPMatch())  # fmt: skip
+            dp.set_xid(req)
+            self._counters[req.xid] = []
+            waiting[req.xid] = dpid
+            dp.send_msg(req)
+        deadline = time.monotonic() + self.cfg.api_timeout_s
+        try:
+            while any(x not in self._counters_done for x in waiting):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ConfigError("switches did not answer the flow statistics request")
+                self._confirmed.wait(left)
+            rows = {
+                dpid: [_counter_row(st) for st in self._counters[xid]]
+                for xid, dpid in waiting.items()
+            }
+        finally:
+            for xid in waiting:
+                self._counters.pop(xid, None)
+                self._counters_done.discard(xid)
+        names = {h.mac: h.name for h in self.planner.live_topology().hosts}  # type: ignore[union-attr]
+        return measure.pair_bytes(routes, rows, names)
+
     def _send_confirmed(self, msgs: list[Message]) -> bool:
         """Send and wait (lock held, released while waiting) for the barrier replies."""
         keys = self.send(msgs)
@@ -509,6 +587,23 @@ def _query_op(line: bytes) -> str | None:
     if isinstance(obj, dict) and set(obj) == {"op"} and obj["op"] in QUERY_OPS:
         return str(obj["op"])
     return None
+
+
+def _measure_request(line: bytes) -> dict[str, Any] | None:
+    """The request as an object if it is a measurement op, else None."""
+    try:
+        obj = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if isinstance(obj, dict) and obj.get("op") in measure.MEASURE_OPS:
+        return obj
+    return None
+
+
+def _counter_row(stats: Any) -> tuple[str, str, int]:
+    """(eth_src, eth_dst, byte count) of one flow statistics entry."""
+    match = stats.match
+    return (str(match.get("eth_src", "")), str(match.get("eth_dst", "")), int(stats.byte_count))
 
 
 def _tag_request(line: bytes) -> dict[str, Any] | None:

@@ -64,6 +64,7 @@ from dataclasses import dataclass, replace
 from sdnmpi.controller import cookies
 from sdnmpi.controller.flows import (
     ARP_REQUEST,
+    BROADCAST_MAC,
     ETH_TYPE_ARP,
     ETH_TYPE_IPV4,
     ETH_TYPE_LLDP,
@@ -694,14 +695,18 @@ class Planner:
 
 
 def _base_rules(dpid: int) -> list[FlowRule]:
-    """Control-plane rules every switch gets: ARP/LLDP up, group addresses dropped, unrouted
-    IPv4 frames with the tag prefix up whole, any other miss up (headers)."""
+    """Control-plane rules every switch gets: broadcast ARP and LLDP up, group addresses
+    dropped, unrouted IPv4 frames with the tag prefix up whole, any other miss up
+    (headers).  Unicast ARP (a host revalidating a neighbour) follows the routes like
+    any frame to that MAC, so hosts keep their neighbours while the controller is
+    restarting."""
     ck = cookies.cookie("base")
     up = (ToController(),)
     group = Match(eth_dst=GROUP_BIT_MAC, eth_dst_mask=GROUP_BIT_MAC)
     local = Match(eth_dst=TAG_PREFIX_MAC, eth_dst_mask=TAG_PREFIX_MASK, eth_type=ETH_TYPE_IPV4)
+    arp_broadcast = Match(eth_dst=BROADCAST_MAC, eth_type=ETH_TYPE_ARP)
     return [
-        FlowRule(dpid, 0, PRIORITY_CONTROL, Match(eth_type=ETH_TYPE_ARP), up, ck),
+        FlowRule(dpid, 0, PRIORITY_CONTROL, arp_broadcast, up, ck),
         FlowRule(dpid, 0, PRIORITY_CONTROL, Match(eth_type=ETH_TYPE_LLDP), up, ck),
         FlowRule(dpid, 0, PRIORITY_GROUP_DROP, group, (), ck),
         FlowRule(dpid, 0, PRIORITY_TAG_MISS, local, (ToController(),), ck),
