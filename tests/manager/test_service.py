@@ -353,9 +353,11 @@ def test_reconcile_reinstalls_missing_and_removes_stale(
     fabric.held.clear()  # the controller restarted without its state file
     fabric.held[2] = {("h2", "h6"): ["h2", "leaf1", "spine1", "leaf2", "h6"]}  # finished
     fabric.held[77] = {("h3", "h7"): ["h3", "leaf1", "spine1", "leaf2", "h7"]}  # unknown
+    fabric.held[2**40 + 5] = {("h4", "h8"): ["h4", "leaf1", "spine2", "leaf2", "h8"]}  # record
     out = service.reconcile()
     assert out.reinstalled == (1,) and out.removed == (2, 77)
-    assert set(fabric.held) == {1}
+    assert set(fabric.held) == {1, 2**40 + 5}
+    del fabric.held[2**40 + 5]
     assert fabric.held[1] == planning.pairs_of(kept.routes)
     assert service.reconcile().reinstalled == ()  # nothing left to do
 

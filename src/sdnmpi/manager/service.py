@@ -35,6 +35,7 @@ from sdnmpi.core.topology import Topology
 from sdnmpi.errors import SdnMpiError
 from sdnmpi.manager import patternfile, planning
 from sdnmpi.manager.model import (
+    MAX_JOB_ID,
     RUNNING,
     Caller,
     Install,
@@ -350,7 +351,8 @@ class ManagerService:
 
         A routed job the controller lacks (or holds differently) is reinstalled; a
         started job whose ranks are all known is routed; a job id the controller
-        holds that is not routed in the store (finished, unknown) is removed.
+        holds that is not routed in the store (finished, unknown) is removed.  Ids
+        above the manager's range (the controller's measurement jobs) are left alone.
         """
         held = self.fabric.jobs()
         done: dict[str, list[int]] = {"reinstalled": [], "routed": [], "removed": [], "failed": []}
@@ -364,6 +366,8 @@ class ManagerService:
                 routed = self._route(job)
                 done["routed" if routed.state is JobState.ROUTED else "failed"].append(job.job_id)
         for job_id in sorted(held):
+            if job_id > MAX_JOB_ID:  # not a job id of ours: a measurement (pattern record)
+                continue
             now = self.store.get_job(job_id)
             if now is None or now.state is not JobState.ROUTED:
                 self.fabric.remove(job_id)
