@@ -118,6 +118,16 @@ def test_job_from_node_name_paths():
     setup.send(setup.planner.install_job(42, path))
     assert setup.trace("h1", "h3").dpids == setup.dpids(path[("h1", "h3")])
     assert setup.trace("h3", "h1").dpids == reverse  # only the named direction moves
+    # replacing the job's routes (what the API's install_job does for a known job)
+    other = "spine1" if spine == "spine2" else "spine2"
+    moved = {("h1", "h3"): ("h1", "leaf1", other, "leaf2", "h3")}
+    setup.send(setup.planner.replace_job(42, moved))
+    assert setup.trace("h1", "h3").dpids == setup.dpids(moved[("h1", "h3")])
+    with pytest.raises(RoutingError, match="h9"):  # a bad replacement leaves the job as it was
+        setup.planner.replace_job(42, {("h1", "h9"): ("h1", "leaf1", other, "leaf4", "h9")})
+    assert setup.trace("h1", "h3").dpids == setup.dpids(moved[("h1", "h3")])
+    setup.send(setup.planner.remove_job(42))
+    assert setup.trace("h1", "h3").dpids == default
 
 
 @pytest.mark.parametrize(

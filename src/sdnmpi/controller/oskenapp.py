@@ -402,8 +402,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             with self.lock:
                 if not self._synced_once:
                     raise ConfigError("the fabric is not discovered yet")
-                if op == "install_job":
-                    msgs = self.planner.install_job(job_id, pairs)
+                if op == "install_job":  # a job that has routes gets the new ones
+                    msgs = self.planner.replace_job(job_id, pairs)
                     self.job_pairs[job_id] = pairs
                 else:
                     msgs = self.planner.remove_job(job_id)

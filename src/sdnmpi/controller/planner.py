@@ -322,6 +322,28 @@ class Planner:
         self._jobs_version += 1
         return self.sync()
 
+    def replace_job(
+        self,
+        job_id: int,
+        routes: JobRoutes | Routing,
+        fabric: Fabric | None = None,
+        demands: Demands | None = None,
+    ) -> list[Message]:
+        """Like :meth:`install_job`, but a job that has routes gets the new ones instead
+        (checked first: on error its old routes stay; then the difference is sent)."""
+        cookies.job_cookie(job_id)  # range check
+        parsed = self._parse_routes(routes, fabric, demands)
+        old = self.jobs.pop(job_id, None)
+        try:
+            self._check_job(job_id, parsed)
+        except RoutingError:
+            if old is not None:
+                self.jobs[job_id] = old
+            raise
+        self.jobs[job_id] = tuple(parsed)
+        self._jobs_version += 1
+        return self.sync()
+
     def remove_job(self, job_id: int) -> list[Message]:
         """Delete exactly job ``job_id``'s rules (one delete by cookie per switch)."""
         if job_id not in self.jobs:
