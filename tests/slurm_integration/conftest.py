@@ -8,7 +8,6 @@ pointed at the manager.  Everything is torn down by PID and by ``emu down``.
 
 from __future__ import annotations
 
-import json
 import signal
 import socket
 import subprocess
@@ -26,7 +25,7 @@ from sdnmpi.core.pattern import Pattern, Phase
 from sdnmpi.emu import runner, slurm
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT, FabricPlan, make_plan
 from sdnmpi.testing.waits import free_port, wait_for
-from tests.controller_integration.support import Controller
+from tests.controller_integration.support import Controller, api
 from tests.emu.support import assert_clean, daemon_pids, require_root_and_tools, sdnmpi, unique_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,19 +97,9 @@ class SlurmCluster:
 
     def controller_jobs(self) -> dict[str, Any]:
         """The job routes the controller holds (its ``jobs`` op)."""
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(10)
-            s.connect(str(self.controller.api_path))
-            s.sendall(b'{"op": "jobs"}\n')
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        reply = json.loads(data)
+        reply = api(self.controller, {"op": "jobs"})
         assert reply["ok"] is True, reply
-        jobs: dict[str, Any] = reply["jobs"]
+        jobs: dict[str, Any] = reply["jobs"]  # type: ignore[assignment]
         return jobs
 
     def slurmd_logs(self) -> str:

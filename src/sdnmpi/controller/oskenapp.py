@@ -387,15 +387,14 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
 
     def api_request(self, line: bytes) -> dict[str, Any]:
         """Answer one request line; errors are replies (``ok: false``), never exceptions."""
-        tag_req = _tag_request(line)
-        if tag_req is not None:
-            return self._tag_request(tag_req)
-        query = _query_op(line)
-        if query is not None:
-            return self._query(query)
-        measure_req = _measure_request(line)
-        if measure_req is not None:
-            return self._measure(measure_req)
+        req = _object(line)
+        op = req.get("op") if req is not None else None
+        if req is not None and op in TAG_OPS:
+            return self._tag_request(req)
+        if req is not None and op in QUERY_OPS and set(req) == {"op"}:
+            return self._query(str(op))
+        if req is not None and op in measure.MEASURE_OPS:
+            return self._measure(req)
         try:
             op, job_id, pairs = parse_request(line)
             t0 = time.monotonic()
@@ -432,9 +431,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             with self.lock:
                 if not self._synced_once:
                     raise ConfigError("the fabric is not discovered yet")
-                before = self.tags.snapshot()
                 reply, msgs = self.tags.handle(req)
-                if self.tags.snapshot() != before:
+                if req["op"] in PERSISTED_TAG_OPS:
                     self._save_jobs()
                 confirmed = self._send_confirmed(msgs) if msgs else True
         except SdnMpiError as exc:
@@ -572,49 +570,27 @@ _API_KEYS = {"install_job": {"op", "job_id", "pairs"}, "remove_job": {"op", "job
 
 #: Read-only ops, answered from the controller's state (no flow-mods).
 QUERY_OPS = ("topology", "jobs")
+#: Agents' ops that change what the job store keeps (``tag_conn`` only asks for a peer).
+PERSISTED_TAG_OPS = ("tag_join", "tag_leave", "tag_collectives", "tag_push")
 
 
-def _query_op(line: bytes) -> str | None:
-    """The op of a well-formed read-only request (``{"op": "jobs"}``), else None.
+def _object(line: bytes) -> dict[str, Any] | None:
+    """The request line as a JSON object, or None (``parse_request`` says what is wrong).
 
-    >>> _query_op(b'{"op": "jobs"}'), _query_op(b'{"op": "jobs", "x": 1}')
-    ('jobs', None)
+    >>> _object(b'{"op": "jobs"}'), _object(b"[1]"), _object(b"{")
+    ({'op': 'jobs'}, None, None)
     """
     try:
         obj = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
-    if isinstance(obj, dict) and set(obj) == {"op"} and obj["op"] in QUERY_OPS:
-        return str(obj["op"])
-    return None
-
-
-def _measure_request(line: bytes) -> dict[str, Any] | None:
-    """The request as an object if it is a measurement op, else None."""
-    try:
-        obj = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    if isinstance(obj, dict) and obj.get("op") in measure.MEASURE_OPS:
-        return obj
-    return None
+    return obj if isinstance(obj, dict) else None
 
 
 def _counter_row(stats: Any) -> tuple[str, str, int]:
     """(eth_src, eth_dst, byte count) of one flow statistics entry."""
     match = stats.match
     return (str(match.get("eth_src", "")), str(match.get("eth_dst", "")), int(stats.byte_count))
-
-
-def _tag_request(line: bytes) -> dict[str, Any] | None:
-    """The request as an object if it is one of the agents' ``tag_*`` ops, else None."""
-    try:
-        obj = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    if isinstance(obj, dict) and obj.get("op") in TAG_OPS:
-        return obj
-    return None
 
 
 def parse_request(line: bytes) -> tuple[str, int, dict[tuple[str, str], list[str]]]:

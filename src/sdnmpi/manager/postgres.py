@@ -20,8 +20,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from sdnmpi.errors import StoreError
-from sdnmpi.manager.model import Install, Job, JobState, Process, RoutePair, StoredPattern
+from sdnmpi.manager.model import Job, JobState, Process, StoredPattern
 from sdnmpi.manager.sqlite import MIGRATIONS, _job_row, _pattern, _pattern_row, _statements
+from sdnmpi.manager.sqlite import _job as _sqlite_job
 
 _JOB_COLUMNS = (
     "job_id, name, uid, ntasks, state, router, pattern_name, pattern_json, source_sha256, "
@@ -171,36 +172,7 @@ class PostgresStore:
 
 
 def _job(cur: Any, row: Any, brief: bool = False) -> Job:
-    job_id = int(row[0])
-    procs = (
-        cur.execute(
-            "SELECT rank, node, pid FROM processes WHERE job_id = %s ORDER BY rank", (job_id,)
-        ).fetchall()
-        if not brief
-        else []
-    )
-    routes = cur.execute(
-        "SELECT src, dst, path, size_bytes FROM routes WHERE job_id = %s ORDER BY src, dst",
-        (job_id,),
-    ).fetchall()
-    return Job(
-        job_id=job_id,
-        name=row[1],
-        uid=int(row[2]),
-        ntasks=int(row[3]),
-        state=JobState(int(row[4])),
-        router=row[5],
-        pattern_name=row[6],
-        pattern_json=bytes(row[7]),
-        source_sha256=row[8],
-        created_s=float(row[9]),
-        started_s=float(row[10]),
-        finished_s=float(row[11]),
-        detail=row[12],
-        install=Install(int(row[13]), int(row[14]), float(row[15])),
-        routes=tuple(RoutePair(s, d, tuple(json.loads(p)), float(b)) for s, d, p, b in routes),
-        processes=tuple(Process(int(r), n, int(pid)) for r, n, pid in procs),
-    )
+    return _sqlite_job(cur, row, brief, mark="%s")
 
 
 def _insert_routes(cur: Any, job: Job) -> None:

@@ -336,17 +336,20 @@ def _job_row(job: Job) -> tuple[Any, ...]:
     )
 
 
-def _job(db: sqlite3.Connection, row: tuple[Any, ...], brief: bool = False) -> Job:
+def _job(db: Any, row: Any, brief: bool = False, mark: str = "?") -> Job:
+    """A job from its row and its processes and routes (``db``: an SQLite connection,
+    or a psycopg cursor with ``mark="%s"``, the placeholder)."""
     job_id = int(row[0])
     procs = (
         db.execute(
-            "SELECT rank, node, pid FROM processes WHERE job_id = ? ORDER BY rank", (job_id,)
+            f"SELECT rank, node, pid FROM processes WHERE job_id = {mark} ORDER BY rank",
+            (job_id,),
         ).fetchall()
         if not brief
         else []
     )
     routes = db.execute(
-        "SELECT src, dst, path, size_bytes FROM routes WHERE job_id = ? ORDER BY src, dst",
+        f"SELECT src, dst, path, size_bytes FROM routes WHERE job_id = {mark} ORDER BY src, dst",
         (job_id,),
     ).fetchall()
     return Job(
