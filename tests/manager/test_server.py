@@ -141,7 +141,7 @@ def test_wait_routes_times_out_then_wakes_on_the_last_rank(running: Running, soc
         c.start_job(9)
         t0 = time.monotonic()
         assert code_of(lambda: c.wait_routes(9, 200)) is Kind.DEADLINE_EXCEEDED
-        assert 0.15 < time.monotonic() - t0 < 3
+        assert 0.15 < time.monotonic() - t0 < 10
         c.register_process(9, 0, "h1")
         result: list[object] = []
         waiter = threading.Thread(target=lambda: result.append(c.wait_routes(9, 10_000)))

@@ -194,7 +194,7 @@ def test_the_batch_script_step_is_not_a_rank(spank_build, manager) -> None:
 def test_manager_down_costs_one_line_per_process(spank_build, tmp_path) -> None:
     """srun's line is the user's (an error); each node's goes to slurmd's log (info),
     so the user's terminal does not repeat it once per node."""
-    args = (f"manager=unix:{tmp_path}/none.sock", "connect_timeout=5")
+    args = (f"manager=unix:{tmp_path}/none.sock", "connect_timeout=30")
     local = host(spank_build, "local", "--opt", "cg:8", args=args)
     remote = host(spank_build, "remote", "--opt", "cg:8", "--tasks", "0:5,1:6", args=args)
     ends = "No such file or directory); job 42 runs on default routes"
@@ -205,7 +205,7 @@ def test_manager_down_costs_one_line_per_process(spank_build, tmp_path) -> None:
     assert info.endswith(ends)
     for run in (local, remote):
         assert run.rc == 0
-        assert run.elapsed_s < 2.5
+        assert run.elapsed_s < 10
     assert remote.hooks["task_post_fork[1]"] == "0"  # the tasks start anyway
 
 

@@ -195,9 +195,9 @@ def test_require_1_fails_closed(spank_build, manager) -> None:
 
 def test_no_server_fails_open_at_once(spank_build, sock_dir) -> None:
     address = f"unix:{sock_dir / 'absent.sock'}"
-    run = drive(spank_build, "tasks", "42", "h1", "0:1", f"manager={address}", "connect_timeout=5")
+    run = drive(spank_build, "tasks", "42", "h1", "0:1", f"manager={address}", "connect_timeout=30")
     assert (run.rc, run.out) == (3, "fail-open")
-    assert run.elapsed_s < 2.5  # not connect_timeout: a missing socket is known at once
+    assert run.elapsed_s < 10  # not connect_timeout: a missing socket is known at once
     assert errors(run) == [
         f"error: sdnmpi: manager {address} unreachable (connect {sock_dir / 'absent.sock'}: "
         "No such file or directory); job 42 runs on default routes"
@@ -209,9 +209,9 @@ def test_a_dead_socket_fails_open_at_once(spank_build, sock_dir) -> None:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.bind(str(path))  # bound, never listening: what a killed manager leaves
     s.close()
-    run = start(spank_build, f"unix:{path}", "cg:8", "connect_timeout=5")
+    run = start(spank_build, f"unix:{path}", "cg:8", "connect_timeout=30")
     assert (run.rc, run.out) == (3, "fail-open")
-    assert run.elapsed_s < 2.5
+    assert run.elapsed_s < 10
     (line,) = errors(run)
     assert "unreachable (connect" in line
     assert "Connection refused); job 42 runs on default routes" in line
@@ -236,7 +236,7 @@ def test_a_silent_listener_fails_open_within_connect_timeout(spank_build, sock_d
     finally:
         s.close()
     assert (run.rc, run.out) == (3, "fail-open")
-    assert 0.9 <= run.elapsed_s < 2.5
+    assert 0.9 <= run.elapsed_s < 10
     (line,) = errors(run)
     assert line == (
         f"error: sdnmpi: manager unix:{path} unreachable (no connection within 1 s); "
@@ -248,9 +248,9 @@ def test_a_tcp_manager_that_is_down_fails_open(spank_build) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # a free port nobody listens on
-    run = drive(spank_build, "finish", "42", f"manager=127.0.0.1:{port}", "connect_timeout=5")
+    run = drive(spank_build, "finish", "42", f"manager=127.0.0.1:{port}", "connect_timeout=30")
     assert (run.rc, run.out) == (3, "fail-open")
-    assert run.elapsed_s < 2.5  # refused at once
+    assert run.elapsed_s < 10  # refused at once
     (line,) = errors(run)
     assert line.startswith(f"error: sdnmpi: manager 127.0.0.1:{port} unreachable (")
 
@@ -282,7 +282,7 @@ def test_routes_not_installed_fail_open_in_bounded_time(
     finally:
         srv.stop()
     assert (run.rc, run.out) == (3, "fail-open")
-    assert run.elapsed_s < 1 + 1 + 1  # timeout + connect_timeout, and process start
+    assert run.elapsed_s < 1 + 1 + 6  # timeout + connect_timeout, and process start on a busy CI
     (line,) = errors(run)
     assert expected in line
     assert line.endswith("; job 42 runs on default routes")
@@ -333,12 +333,12 @@ def test_tls_with_the_wrong_ca_fails_open(spank_build, tls_files, tmp_path) -> N
     srv = fm.serve_tls(key.read_bytes(), cert.read_bytes())
     try:
         run = start(
-            spank_build, srv.address, "cg:8", f"tls_ca={other / 'ca.pem'}", "connect_timeout=5"
+            spank_build, srv.address, "cg:8", f"tls_ca={other / 'ca.pem'}", "connect_timeout=30"
         )
     finally:
         srv.stop()
     assert (run.rc, run.out) == (3, "fail-open")
-    assert run.elapsed_s < 2.5  # the handshake fails at once
+    assert run.elapsed_s < 10  # the handshake fails at once
     (line,) = errors(run)
     assert line.startswith(f"error: sdnmpi: manager {srv.address} unreachable (connection failed: ")
     assert "certificate verify failed" in line  # gRPC's reason, not on stderr by itself
