@@ -14,7 +14,9 @@ SPANK plugin, ``sdnmpi manager`` (SQLite) and the controller.
    two ranks each, placed so that D-mod-K puts each leaf's two flows on one
    uplink; each job streams 2 MiB messages (``sdnmpi-bench pairs --oneway``).
    Each job's time per message with the manager's routes (the plugin on) vs
-   default routes (the plugin off), all jobs started together.
+   default routes (the plugin off), all jobs started together.  Then four jobs
+   in several launch orders, with the manager moving running jobs for a new one
+   (``--rebalance 8``, the default) and without (``--rebalance 0``).
 
 The last line printed is a JSON summary.
 """
@@ -46,6 +48,7 @@ from sdnmpi.core.generators import leaf_spine
 from sdnmpi.emu import slurm
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.manager.client import ManagerClient
+from sdnmpi.manager.model import ManagerError
 
 log = harness.log
 PLUGIN = harness.ROOT / "build" / "spank" / "sdnmpi_spank.so"
@@ -55,28 +58,61 @@ PLUGIN = harness.ROOT / "build" / "spank" / "sdnmpi_spank.so"
 JOBS = (("h1", "h6"), ("h2", "h8"), ("h3", "h7"), ("h4", "h5"))
 
 
+class Manager:
+    """``sdnmpi manager run`` on one SQLite file, restartable with other options."""
+
+    def __init__(self, workdir: Path, sock: Path, api: Path) -> None:
+        self.sock, self.log_path = sock, workdir / "manager.log"
+        self.argv = [*harness.CLI, "manager", "run", "--socket", str(sock)]
+        self.argv += ["--db", str(workdir / "manager.db"), "--controller-api", str(api)]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, rebalance: int = 8) -> None:
+        self.stop()
+        with self.log_path.open("ab") as out:
+            argv = [*self.argv, "--rebalance", str(rebalance)]
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        harness.wait_for("the manager", self._serving, 30)
+
+    def _serving(self) -> bool:
+        if not self.sock.exists():
+            return False
+        try:
+            with ManagerClient(f"unix:{self.sock}") as c:
+                c.list_jobs()
+        except ManagerError:  # not serving yet
+            return False
+        return True
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=20)
+            self.proc = None
+
+    def moves(self) -> int:
+        """Running jobs moved for a new one so far (the manager's log lines)."""
+        return self.log_path.read_text(errors="replace").count("moved for job")
+
+
 @contextmanager
 def stack(workdir: Path, topo: Any, name: str, link_scale: float, cpus: int) -> Iterator[Any]:
     """Controller, fabric, manager and Slurm with the plugin; all torn down after."""
     nsw = len(topo.switches)
     with harness.cluster(workdir, topo, name, name, nsw, link_scale) as ctl:
         sock = DEFAULT_STATE_ROOT / name / "manager.sock"
-        argv = [*harness.CLI, "manager", "run", "--socket", str(sock)]
-        argv += ["--db", str(workdir / "manager.db"), "--controller-api", str(ctl.api_path)]
-        with (workdir / "manager.log").open("wb") as out:
-            mgr = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        mgr = Manager(workdir, sock, ctl.api_path)
         try:
-            harness.wait_for("the manager", sock.exists, 30)
+            mgr.start()
             lay = slurm.up(name, plugin=PLUGIN, cpus=cpus,
                            plugin_args={"manager": f"unix:{sock}", "timeout": "60"})  # fmt: skip
             log(f"Slurm up: {len(topo.hosts)} nodes, manager {sock}")
             try:
-                yield sock, lay
+                yield mgr, lay
             finally:
                 slurm.down(name)
         finally:
-            mgr.send_signal(signal.SIGTERM)
-            mgr.wait(timeout=20)
+            mgr.stop()
 
 
 def set_plugin(lay: slurm.SlurmLayout, text: str) -> None:
@@ -110,7 +146,7 @@ def start_latency(workdir: Path, quick: bool) -> dict[str, Any]:
     name = f"mgs-{os.getpid()}"
     reps = 2 if quick else 5
     spec = "stencil3d:nprocs=160"
-    with stack(workdir, topo, name, 0.01, 8) as (sock, lay):
+    with stack(workdir, topo, name, 0.01, 8) as (mgr, lay):
         with_plugin = lay.plugstack.read_text()
         plain: list[float] = []
         routed: list[float] = []
@@ -122,7 +158,7 @@ def start_latency(workdir: Path, quick: bool) -> dict[str, Any]:
             set_plugin(lay, with_plugin)
             took, _, _ = srun(name, ["-N20", "-n160", f"--comm-pattern={spec}", "true"])
             routed.append(took)
-            with ManagerClient(f"unix:{sock}") as c:
+            with ManagerClient(f"unix:{mgr.sock}") as c:
                 job = max(c.list_jobs(include_finished=True), key=lambda j: j.job_id)
             stamps = installed_at(lay, job.job_id)
             nodes_waited.append(len(stamps))
@@ -152,9 +188,9 @@ def concurrent(workdir: Path, quick: bool) -> dict[str, Any]:
     bench = [str(harness.BENCH), "pairs", "--oneway", "--size", str(size), "--iters", str(iters)]
     bench += ["--warmup", "1", "--json"]
     out: dict[str, Any] = {"topology": "leaf_spine(2, 4, 2) at 10 Mbit/s", "size_bytes": size}
-    with stack(workdir, topo, name, 0.01, 2) as (sock, lay):
-        put = subprocess.run([*harness.CLI, "pattern", "put", "pair", str(patt), "--manager",
-                              str(sock)], capture_output=True, text=True, check=False)  # fmt: skip
+    with stack(workdir, topo, name, 0.01, 2) as (mgr, lay):
+        argv = [*harness.CLI, "pattern", "put", "pair", str(patt), "--manager", str(mgr.sock)]
+        put = subprocess.run(argv, capture_output=True, text=True, check=False)
         if put.returncode != 0:
             raise RuntimeError(put.stderr)
         with_plugin = lay.plugstack.read_text()
@@ -163,12 +199,48 @@ def concurrent(workdir: Path, quick: bool) -> dict[str, Any]:
             for mode in ("default", "manager"):
                 set_plugin(lay, with_plugin if mode == "manager" else "")
                 row[mode] = run_jobs(name, JOBS[:njobs], bench, mode == "manager")
-            row["speedup_per_job"] = [d / m for d, m in zip(row["default"], row["manager"],
-                                                             strict=True)]  # fmt: skip
+            row["speedup_per_job"] = ratios(row["default"], row["manager"])
             log(f"{njobs} jobs: default {fmt(row['default'])} s, manager {fmt(row['manager'])} s"
                 f" per message; speedups {fmt(row['speedup_per_job'])}")  # fmt: skip
             out[f"{njobs}_jobs"] = row
+        out["4_jobs_by_launch_order"] = by_order(mgr, lay, name, bench, with_plugin, quick)
     return out
+
+
+#: Launch orders of the four jobs for the order experiment: as listed, and the two
+#: orders whose first two jobs share no leaf (their tie decides the later ones').
+ORDERS = ((0, 1, 2, 3), (0, 2, 1, 3), (1, 3, 0, 2))
+
+
+def by_order(mgr: Manager, lay: slurm.SlurmLayout, name: str, bench: list[str],
+             with_plugin: str, quick: bool) -> list[dict[str, Any]]:  # fmt: skip
+    """Four jobs launched in several orders, with and without moving running jobs.
+
+    The manager routes jobs as their ranks complete, so the launch order only
+    biases the arrival order; each job's time is compared with default routes."""
+    rows = []
+    for order in ORDERS[:2] if quick else ORDERS:
+        jobs = tuple(JOBS[i] for i in order)
+        set_plugin(lay, "")
+        row: dict[str, Any] = {"order": [f"{a}>{b}" for a, b in jobs]}
+        row["default"] = run_jobs(name, jobs, bench, False)
+        set_plugin(lay, with_plugin)
+        for rebalance in (0, 8):
+            mgr.start(rebalance)
+            before = mgr.moves()
+            key = f"rebalance_{rebalance}"
+            row[key] = run_jobs(name, jobs, bench, True)
+            row[f"{key}_speedup"] = ratios(row["default"], row[key])
+            row[f"{key}_moves"] = mgr.moves() - before
+            log(f"order {' '.join(row['order'])}: --rebalance {rebalance}: speedups "
+                f"{fmt(row[f'{key}_speedup'])}, {row[f'{key}_moves']} job(s) moved")  # fmt: skip
+        rows.append(row)
+    mgr.start()
+    return rows
+
+
+def ratios(default: list[float], routed: list[float]) -> list[float]:
+    return [d / m for d, m in zip(default, routed, strict=True)]
 
 
 def fmt(values: list[float]) -> str:

@@ -190,7 +190,10 @@ def test_tagged_job_survives_a_controller_restart(tagged: Tagged) -> None:
         assert rules > 0
         assert ctl.stop() == 0
         ctl.start()
-        wait_for("rediscovery", lambda: "discovery complete" in ctl.log(), 30)
+        # the first sync logs "discovery complete", then restores the stored jobs and
+        # sends, all under the controller's lock, which an API query waits for
+        wait_for("the stored jobs restored", lambda: "jobs restored" in ctl.log(), 30)
+        assert api(ctl, {"op": "jobs"})["ok"] is True
         log = ctl.log()
         assert "tagged jobs restored: 503" in log, log
         assert "sending" not in log  # the switches already hold every rule

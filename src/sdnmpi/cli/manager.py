@@ -77,6 +77,9 @@ def run_command(
         ..., "--controller-api", help="The controller's --api-socket."
     ),
     router: str = typer.Option("ours", "--router", help="Default router of jobs (see `routers`)."),
+    rebalance: int = typer.Option(
+        8, "--rebalance", min=0, help="Running jobs a new job may move (0: never move)."
+    ),
     slurm_user: str | None = typer.Option(
         None, "--slurm-user", help="SlurmUser (name or uid): a scheduler like root."
     ),
@@ -117,6 +120,7 @@ def run_command(
             ControllerFabric(controller_api, timeout_s=controller_timeout_s),
             time.time,
             default_router=router,
+            rebalance=rebalance,
         )
         server = ManagerServer(
             service,

@@ -13,12 +13,19 @@ make the downstream direction look busy.
 
 The controller installs one path per host pair, so a pair whose flows got
 different paths keeps the path that carries most of its bytes.
+
+Jobs are routed one at a time, so an early job's choice between equal paths can
+leave a later one no free path.  :func:`job_costs` scores a set of routed jobs
+the same way (each job's busiest arc, its capacity shared with the others'
+relative load), so the service can re-plan running jobs that overlap a new one
+and keep a move only when the sum over all jobs drops (a rip-up and reroute at
+the granularity of jobs).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -103,6 +110,38 @@ def loaded(topology: Topology, others: Iterable[Sequence[RoutePair]]) -> LoadedF
     residual = plain.capacity_bps / (1.0 + n)
     residual.setflags(write=False)
     return LoadedFabric(topology, residual)
+
+
+def job_costs(fabric: Fabric, jobs: Mapping[int, Sequence[RoutePair]]) -> dict[int, float]:
+    """Each job's predicted seconds per pattern on the shared fabric.
+
+    A job's cost is ``max_e 8 * bytes_e / (capacity_e / (1 + n_e))`` with ``n_e`` the
+    *other* jobs' relative load on arc ``e``: what :func:`plan` minimizes for a new job,
+    here for every job at once.
+
+    >>> from sdnmpi.core.generators import leaf_spine
+    >>> fab = Fabric(leaf_spine(2, 2, 2))
+    >>> a = [RoutePair("h1", "h3", ("h1", "leaf1", "spine1", "leaf2", "h3"), 1e9)]
+    >>> b = [RoutePair("h2", "h4", ("h2", "leaf1", "spine1", "leaf2", "h4"), 1e9)]
+    >>> c = [RoutePair("h2", "h4", ("h2", "leaf1", "spine2", "leaf2", "h4"), 1e9)]
+    >>> shared, apart = job_costs(fab, {1: a, 2: b}), job_costs(fab, {1: a, 2: c})
+    >>> round(shared[1] / apart[1], 6), round(shared[2] / apart[2], 6)
+    (2.0, 2.0)
+    """
+    load = {j: arc_bytes(fabric, routes) for j, routes in jobs.items()}
+    rel = {j: relative_load(b) for j, b in load.items()}
+    total = sum(rel.values(), np.zeros(fabric.narcs, dtype=np.float64))
+    cap = fabric.capacity_bps
+    return {
+        j: float((8.0 * b * (1.0 + total - rel[j]) / cap).max(initial=0.0)) for j, b in load.items()
+    }
+
+
+def overlap(fabric: Fabric, a: Sequence[RoutePair], b: Sequence[RoutePair]) -> float:
+    """Bytes of ``a`` on switch-to-switch arcs that ``b`` also uses (0: no shared link)."""
+    la, lb = arc_bytes(fabric, a), arc_bytes(fabric, b)
+    both = (la > 0) & (lb > 0) & ~fabric.is_host_arc
+    return float(la[both].sum())
 
 
 def demands_for(fabric: Fabric, pattern: Pattern, processes: Sequence[Process]) -> Demands:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sdnmpi.core.pattern import Pattern
+from sdnmpi.core.routing import Fabric as LinkModel
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import SdnMpiError
 from sdnmpi.manager import patternfile, planning
@@ -61,6 +62,9 @@ from sdnmpi.manager.requests import (
 from sdnmpi.manager.store import Store
 
 log = logging.getLogger(__name__)
+
+#: Running jobs a new job's routing may re-plan (those sharing most links with it).
+REBALANCE_JOBS = 8
 
 #: (src host, dst host) -> node names of the path, as the controller's API takes them.
 Pairs = Mapping[tuple[str, str], Sequence[str]]
@@ -106,11 +110,13 @@ class ManagerService:
         clock: Callable[[], float],
         *,
         default_router: str = "ours",
+        rebalance: int = REBALANCE_JOBS,
     ) -> None:
         self.store = store
         self.fabric = fabric
         self.clock = clock
         self.default_router = default_router
+        self.rebalance = rebalance
 
     # -- jobs -------------------------------------------------------------------------
     def create_job(self, caller: Caller, req: CreateJob) -> Job:
@@ -285,12 +291,15 @@ class ManagerService:
     def _route(self, job: Job) -> Job:
         """Compute and install the job's routes; any failure leaves it on DEFAULT."""
         t0 = self.clock()
+        moved: dict[int, tuple[RoutePair, ...]] = {}
         try:
-            routes, shared = self._unshared(job, self._plan(job))
+            topo = self.fabric.topology()
+            routes, shared = self._unshared(job, self._plan(job, topo))
             if not routes:
                 why = shared or "the pattern sends nothing between hosts"
                 job = self._default(job, why)
             else:
+                routes, moved = self._rebalanced(job, routes, topo)
                 result = self.fabric.install(job.job_id, planning.pairs_of(routes))
                 install = dataclasses.replace(result, install_s=self.clock() - t0)
                 job = dataclasses.replace(
@@ -303,7 +312,78 @@ class ManagerService:
             job = self._default(job, f"routing failed (internal error): {exc!r}")
         self.store.save_job(job)
         log.info("job %d: %s %s", job.job_id, job.state.name, job.detail)
+        if job.state is JobState.ROUTED:
+            self._move(job.job_id, moved)
         return job
+
+    def _rebalanced(
+        self, job: Job, routes: tuple[RoutePair, ...], topo: Topology
+    ) -> tuple[tuple[RoutePair, ...], dict[int, tuple[RoutePair, ...]]]:
+        """The new job's routes and the running jobs worth moving for it.
+
+        Up to :attr:`rebalance` running jobs that share links with the new one
+        (most shared bytes first) are re-planned against all the others; a new
+        plan is kept when the sum of :func:`planning.job_costs` drops.  A job keeps
+        the host pairs it holds (a pair is routed for one job, :meth:`_unshared`).
+        If any moved, the new job is planned once more against them."""
+        routed = {
+            j.job_id: j
+            for j in self.store.list_jobs()
+            if j.state is JobState.ROUTED and j.job_id != job.job_id and j.routes
+        }
+        if self.rebalance <= 0 or not routed:
+            return routes, {}
+        fab = LinkModel(topo)
+        routed_routes = {j: r.routes for j, r in routed.items()}
+        current = routed_routes | {job.job_id: routes}
+        shared_bytes = {j: planning.overlap(fab, rs, routes) for j, rs in routed_routes.items()}
+        overlapping = [j for j, b in shared_bytes.items() if b > 0]
+        candidates = sorted(overlapping, key=lambda j: -shared_bytes[j])[: self.rebalance]
+        cost = sum(planning.job_costs(fab, current).values())
+        moved: dict[int, tuple[RoutePair, ...]] = {}
+        for j in [*candidates, job.job_id]:
+            if j == job.job_id and not moved:
+                break
+            trial = self._replan(routed.get(j, job), current, topo)
+            if trial is None:
+                continue
+            trial_cost = sum(planning.job_costs(fab, current | {j: trial}).values())
+            if trial_cost < cost * (1 - 1e-9):
+                current[j], cost = trial, trial_cost
+                if j != job.job_id:
+                    moved[j] = trial
+        return current[job.job_id], moved
+
+    def _replan(
+        self, job: Job, current: dict[int, tuple[RoutePair, ...]], topo: Topology
+    ) -> tuple[RoutePair, ...] | None:
+        """``job`` planned against every other job in ``current``, on the same host
+        pairs as now (``None`` if that fails or the pairs differ)."""
+        pairs = {(r.src, r.dst) for r in current[job.job_id]}
+        others = [rs for k, rs in current.items() if k != job.job_id]
+        try:
+            pattern = patternfile.from_json(job.pattern_json, f"job {job.job_id} pattern")
+            plan = planning.plan(topo, pattern, job.processes, job.router, others)
+        except SdnMpiError as exc:
+            log.warning("job %d: re-planning failed: %s", job.job_id, exc)
+            return None
+        trial = tuple(r for r in plan if (r.src, r.dst) in pairs)
+        return trial if {(r.src, r.dst) for r in trial} == pairs else None
+
+    def _move(self, new_job: int, moved: dict[int, tuple[RoutePair, ...]]) -> None:
+        """Install the new routes of running jobs moved for ``new_job``.  The controller
+        replaces a job's routes or keeps the old ones on error; the store follows it."""
+        for job_id, routes in moved.items():
+            job = self.store.get_job(job_id)
+            if job is None or job.state is not JobState.ROUTED:
+                continue
+            try:
+                self.fabric.install(job_id, planning.pairs_of(routes))
+            except SdnMpiError as exc:
+                log.warning("job %d: not moved for job %d: %s", job_id, new_job, exc)
+                continue
+            self.store.save_job(dataclasses.replace(job, routes=routes))
+            log.info("job %d: %d host pair(s) moved for job %d", job_id, len(routes), new_job)
 
     def _unshared(
         self, job: Job, routes: tuple[RoutePair, ...]
@@ -326,8 +406,7 @@ class ManagerService:
         jobs = ", ".join(map(str, taken))
         return mine, f"{n} host pair(s) shared with job {jobs} keep that job's routes"
 
-    def _plan(self, job: Job) -> tuple[RoutePair, ...]:
-        topo = self.fabric.topology()
+    def _plan(self, job: Job, topo: Topology) -> tuple[RoutePair, ...]:
         pattern = patternfile.from_json(job.pattern_json, f"job {job.job_id} pattern")
         others = [
             j.routes
