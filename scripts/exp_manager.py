@@ -15,8 +15,8 @@ SPANK plugin, ``sdnmpi manager`` (SQLite) and the controller.
    uplink; each job streams 2 MiB messages (``sdnmpi-bench pairs --oneway``).
    Each job's time per message with the manager's routes (the plugin on) vs
    default routes (the plugin off), all jobs started together.  Then four jobs
-   in several launch orders, with the manager moving running jobs for a new one
-   (``--rebalance 8``, the default) and without (``--rebalance 0``).
+   arriving one by one in several orders, with the manager moving running jobs
+   for a new one (``--rebalance 8``, the default) and without (``--rebalance 0``).
 
 The last line printed is a JSON summary.
 """
@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -49,6 +49,7 @@ from sdnmpi.emu import slurm
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.manager.client import ManagerClient
 from sdnmpi.manager.model import ManagerError
+from sdnmpi.wire import manager_pb2 as pb
 
 log = harness.log
 PLUGIN = harness.ROOT / "build" / "spank" / "sdnmpi_spank.so"
@@ -207,36 +208,57 @@ def concurrent(workdir: Path, quick: bool) -> dict[str, Any]:
     return out
 
 
-#: Launch orders of the four jobs for the order experiment: as listed, and the two
-#: orders whose first two jobs share no leaf (their tie decides the later ones').
+#: Arrival orders of the four jobs for the order experiment: as listed, and two whose
+#: first two jobs share no leaf (how their tie is broken decides the later jobs').
 ORDERS = ((0, 1, 2, 3), (0, 2, 1, 3), (1, 3, 0, 2))
+#: Seconds between the launches of the order experiment (jobs route in about 1.5 s).
+STAGGER_S = 3.0
 
 
 def by_order(mgr: Manager, lay: slurm.SlurmLayout, name: str, bench: list[str],
              with_plugin: str, quick: bool) -> list[dict[str, Any]]:  # fmt: skip
-    """Four jobs launched in several orders, with and without moving running jobs.
+    """Four jobs arriving in a chosen order, with and without moving running jobs.
 
-    The manager routes jobs as their ranks complete, so the launch order only
-    biases the arrival order; each job's time is compared with default routes."""
+    Jobs launched together register in a race, so here each is launched
+    :data:`STAGGER_S` after the previous one (and, with the plugin, only once that
+    one is ROUTED): the manager sees them in the given order.  The same stagger
+    runs on default routes for the baseline.  Each job sends more messages than in
+    the part above, so the jobs overlap for most of their run."""
     rows = []
+    bench = [*bench, "--iters", "6" if quick else "8"]  # the last --iters wins
     for order in ORDERS[:2] if quick else ORDERS:
         jobs = tuple(JOBS[i] for i in order)
         set_plugin(lay, "")
         row: dict[str, Any] = {"order": [f"{a}>{b}" for a, b in jobs]}
-        row["default"] = run_jobs(name, jobs, bench, False)
+        row["default"] = run_jobs(name, jobs, bench, False, lambda _: time.sleep(STAGGER_S))
         set_plugin(lay, with_plugin)
         for rebalance in (0, 8):
             mgr.start(rebalance)
             before = mgr.moves()
             key = f"rebalance_{rebalance}"
-            row[key] = run_jobs(name, jobs, bench, True)
+            row[key] = run_jobs(name, jobs, bench, True, lambda n: wait_routed(mgr, n))
             row[f"{key}_speedup"] = ratios(row["default"], row[key])
             row[f"{key}_moves"] = mgr.moves() - before
             log(f"order {' '.join(row['order'])}: --rebalance {rebalance}: speedups "
                 f"{fmt(row[f'{key}_speedup'])}, {row[f'{key}_moves']} job(s) moved")  # fmt: skip
+        log(f"order {' '.join(row['order'])}: default {fmt(row['default'])} s, "
+            f"no moves {fmt(row['rebalance_0'])} s, moves {fmt(row['rebalance_8'])} s")  # fmt: skip
         rows.append(row)
     mgr.start()
     return rows
+
+
+def wait_routed(mgr: Manager, launched: int) -> None:
+    """At least :data:`STAGGER_S`, and until ``launched`` running jobs are ROUTED."""
+    t0 = time.monotonic()
+
+    def routed() -> bool:
+        with ManagerClient(f"unix:{mgr.sock}") as c:
+            jobs = c.list_jobs()
+        return sum(bool(j.state == pb.JOB_STATE_ROUTED) for j in jobs) >= launched
+
+    harness.wait_for(f"{launched} jobs routed", routed, 60)
+    time.sleep(max(0.0, STAGGER_S - (time.monotonic() - t0)))
 
 
 def ratios(default: list[float], routed: list[float]) -> list[float]:
@@ -247,9 +269,10 @@ def fmt(values: list[float]) -> str:
     return ", ".join(f"{v:.2f}" for v in values)
 
 
-def run_jobs(name: str, jobs: tuple[tuple[str, str], ...], bench: list[str],
-             routed: bool) -> list[float]:  # fmt: skip
-    """Start the jobs together; each one's time per message (s)."""
+def run_jobs(name: str, jobs: tuple[tuple[str, str], ...], bench: list[str], routed: bool,
+             after_launch: Callable[[int], None] | None = None) -> list[float]:  # fmt: skip
+    """Start the jobs (together, or calling ``after_launch(n)`` after the n-th); each
+    one's time per message (s)."""
     extra = ["--comm-pattern=pair"] if routed else []
     env = {"OMPI_MCA_mpi_yield_when_idle": "1"}
     procs = []
@@ -259,6 +282,8 @@ def run_jobs(name: str, jobs: tuple[tuple[str, str], ...], bench: list[str],
         procs.append(subprocess.Popen(
             [*harness.CLI, "emu", "slurm", "run", "--name", name, "--", *argv],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=plan_env))  # fmt: skip
+        if after_launch is not None and len(procs) < len(jobs):
+            after_launch(len(procs))
     times = []
     for p in procs:
         stdout, stderr = p.communicate(timeout=600)
