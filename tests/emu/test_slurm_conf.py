@@ -26,6 +26,7 @@ def test_every_host_is_a_node_and_the_head_runs_slurmctld() -> None:
     nodes = [ln for ln in lines if ln.startswith("NodeName=")]
     assert nodes == [f"NodeName={h.name} NodeAddr={h.ip} CPUs=8 State=UNKNOWN" for h in plan.hosts]
     assert "AuthType=auth/none" in lines and "ProctrackType=proctrack/linuxproc" in lines
+    assert "KillOnBadExit=1" in lines
     # per-node files (several slurmd on one machine) and no plugstack unless asked
     assert f"SlurmdSpoolDir={lay.dir}/spool/%n" in lines
     assert not any(ln.startswith("PlugStackConfig") for ln in lines)

@@ -114,6 +114,7 @@ def slurm_conf(plan: FabricPlan, lay: SlurmLayout, cpus: int = 4, plugstack: boo
         "SlurmdTimeout=30",
         "InactiveLimit=0",
         "KillWait=5",
+        "KillOnBadExit=1",  # a rank that crashes ends its step: MPI peers would wait forever
         "MinJobAge=30",
     ]
     if plugstack:

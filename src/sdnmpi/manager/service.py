@@ -325,7 +325,8 @@ class ManagerService:
         (most shared bytes first) are re-planned against all the others; a new
         plan is kept when the sum of :func:`planning.job_costs` drops.  A job keeps
         the host pairs it holds (a pair is routed for one job, :meth:`_unshared`).
-        If any moved, the new job is planned once more against them."""
+        If any moved, the new job is planned once more against them.  Nothing is
+        re-planned when the new job and the running ones do not slow each other."""
         routed = {
             j.job_id: j
             for j in self.store.list_jobs()
@@ -336,10 +337,14 @@ class ManagerService:
         fab = LinkModel(topo)
         routed_routes = {j: r.routes for j, r in routed.items()}
         current = routed_routes | {job.job_id: routes}
+        cost = sum(planning.job_costs(fab, current).values())
+        apart = sum(planning.job_costs(fab, routed_routes).values())
+        apart += planning.job_costs(fab, {job.job_id: routes})[job.job_id]
+        if cost <= apart * (1 + 1e-9):  # the new job slows no one, nor is slowed
+            return routes, {}
         shared_bytes = {j: planning.overlap(fab, rs, routes) for j, rs in routed_routes.items()}
         overlapping = [j for j, b in shared_bytes.items() if b > 0]
         candidates = sorted(overlapping, key=lambda j: -shared_bytes[j])[: self.rebalance]
-        cost = sum(planning.job_costs(fab, current).values())
         moved: dict[int, tuple[RoutePair, ...]] = {}
         for j in [*candidates, job.job_id]:
             if j == job.job_id and not moved:

@@ -1,0 +1,122 @@
+"""Manager benchmark: jobs arriving one by one, routed without and with moves.
+
+Run with ``.venv/bin/python benchmarks/bench_manager.py [--quick] [--seed S]``.
+The manager's service core (:class:`ManagerService`, in-memory store, the fake
+controller that checks every path) routes jobs as their last rank registers,
+each with ``ours`` against the load of the jobs already running.  Jobs get random
+disjoint host sets of a fat-tree and patterns from the workload catalogue, and
+arrive in order; nothing finishes.  The same arrivals run with ``--rebalance 0``
+(running jobs never move) and ``--rebalance 8`` (the default).
+
+Printed per scenario and mode: the time to route each arriving job (the manager
+holds its lock that long), the running jobs moved, and the quality of the final
+state: the sum and the maximum over jobs of :func:`planning.job_costs` (each
+job's predicted seconds per pattern with the link capacity shared by relative
+load).  Ratios are rebalance 8 over rebalance 0 within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from dataclasses import dataclass
+
+from sdnmpi.core import workloads
+from sdnmpi.core.generators import fat_tree
+from sdnmpi.core.routing import Fabric
+from sdnmpi.formats import native
+from sdnmpi.manager import planning
+from sdnmpi.manager.fake import FakeControllerFabric
+from sdnmpi.manager.memory import MemoryStore
+from sdnmpi.manager.model import Caller, Install, JobState
+from sdnmpi.manager.requests import CreateJob, PatternUpload
+from sdnmpi.manager.service import ManagerService, Pairs
+
+SCHED = Caller(0, is_scheduler=True)
+PATTERNS = ("cg:nprocs={n}", "ft:nprocs={n}", "stencil3d:nprocs={n}", "alltoall:nprocs={n},bytes=65536")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    k: int  # fat-tree arity
+    jobs: int
+    ranks: int
+
+
+@dataclass
+class Result:
+    route_s: list[float]
+    moves: int
+    total_cost: float
+    max_cost: float
+
+
+def run(sc: Scenario, rebalance: int, seed: int) -> Result:
+    topo = fat_tree(sc.k)
+    fabric = FakeControllerFabric(topo)
+    moves = 0
+    real = fabric.install
+
+    def counting(job_id: int, pairs: Pairs) -> Install:
+        nonlocal moves
+        if job_id in fabric.held:
+            moves += 1
+        return real(job_id, pairs)
+
+    fabric.install = counting  # type: ignore[method-assign]
+    svc = ManagerService(MemoryStore(), fabric, time.monotonic, rebalance=rebalance)
+    rng = random.Random(seed)
+    hosts = [h.name for h in topo.hosts]
+    rng.shuffle(hosts)
+    times = []
+    for j in range(sc.jobs):
+        spec = PATTERNS[j % len(PATTERNS)].format(n=sc.ranks)
+        pattern = workloads.build(spec)
+        upload = PatternUpload("p.json", native.dumps(pattern).encode())
+        job_id = j + 1
+        svc.create_job(SCHED, CreateJob(job_id, spec, 0, sc.ranks, pattern_file=upload))
+        svc.start_job(SCHED, job_id)
+        nodes = hosts[j * sc.ranks : (j + 1) * sc.ranks]
+        for rank, node in enumerate(nodes[:-1]):
+            svc.register_process(SCHED, job_id, rank, node)
+        t0 = time.perf_counter()
+        job = svc.register_process(SCHED, job_id, sc.ranks - 1, nodes[-1])
+        times.append(time.perf_counter() - t0)
+        assert job.state is JobState.ROUTED, job.detail
+    routed = {j.job_id: j.routes for j in svc.list_jobs(SCHED)}
+    costs = planning.job_costs(Fabric(topo), routed)
+    return Result(times, moves, sum(costs.values()), max(costs.values()))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="The small scenario only.")
+    ap.add_argument("--seed", type=int, default=1, help="Host placement seed.")
+    args = ap.parse_args()
+    scenarios = [Scenario("fat_tree(8), 8 jobs x 16 ranks", 8, 8, 16)]
+    if not args.quick:
+        scenarios.append(Scenario("fat_tree(8), 4 jobs x 32 ranks", 8, 4, 32))
+        scenarios.append(Scenario("fat_tree(16), 4 jobs x 256 ranks", 16, 4, 256))
+    for sc in scenarios:
+        print(f"== {sc.name}, patterns {', '.join(p.split(':')[0] for p in PATTERNS)}")
+        res = {r: run(sc, r, args.seed) for r in (0, 8)}
+        for r, x in res.items():
+            print(
+                f"  --rebalance {r}: route per job median {statistics.median(x.route_s):.3f} s, "
+                f"max {max(x.route_s):.3f} s; {x.moves} job(s) moved; predicted cost sum "
+                f"{x.total_cost:.4g} s, max {x.max_cost:.4g} s"
+            )
+        a, b = res[0], res[8]
+        med = statistics.median(b.route_s) / statistics.median(a.route_s)
+        print(
+            f"  ratio 8/0: route time median x{med:.2f}, max x{max(b.route_s) / max(a.route_s):.2f}"
+            f"; cost sum x{b.total_cost / a.total_cost:.3f}, max x{b.max_cost / a.max_cost:.3f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
