@@ -56,7 +56,7 @@ test: lint typecheck unit
 demo: $(STAMP) $(PB)
 	@scripts/demo.sh
 
-BENCHMARKS := bench_core bench_routing bench_ours bench_sim bench_quality
+BENCHMARKS := bench_core bench_routing bench_ours bench_sim bench_quality bench_manager
 
 bench: $(STAMP)
 	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b.py"; $(BIN)/python benchmarks/$$b.py || exit 1; done

@@ -1,6 +1,6 @@
 """Manager benchmark: jobs arriving one by one, routed without and with moves.
 
-Run with ``.venv/bin/python benchmarks/bench_manager.py [--quick] [--seed S]``.
+Run with ``.venv/bin/python benchmarks/bench_manager.py [--quick | --large] [--seed S]``.
 The manager's service core (:class:`ManagerService`, in-memory store, the fake
 controller that checks every path) routes jobs as their last rank registers,
 each with ``ours`` against the load of the jobs already running.  Jobs get random
@@ -94,11 +94,13 @@ def run(sc: Scenario, rebalance: int, seed: int) -> Result:
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="The small scenario only.")
+    ap.add_argument("--large", action="store_true", help="Also 4 x 256 ranks (about 10 min).")
     ap.add_argument("--seed", type=int, default=1, help="Host placement seed.")
     args = ap.parse_args()
     scenarios = [Scenario("fat_tree(8), 8 jobs x 16 ranks", 8, 8, 16)]
     if not args.quick:
         scenarios.append(Scenario("fat_tree(8), 4 jobs x 32 ranks", 8, 4, 32))
+    if args.large:
         scenarios.append(Scenario("fat_tree(16), 4 jobs x 256 ranks", 16, 4, 256))
     for sc in scenarios:
         print(f"== {sc.name}, patterns {', '.join(p.split(':')[0] for p in PATTERNS)}")

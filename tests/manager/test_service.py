@@ -381,6 +381,15 @@ def test_jobs_routed_one_by_one_can_collide_in_some_arrival_orders():
             assert fabric.held[job.job_id] == planning.pairs_of(job.routes)
 
 
+def test_jobs_above_the_pair_bound_are_never_re_planned(monkeypatch):
+    """Re-planning a big job costs minutes: above the bound, arrival order decides."""
+    from sdnmpi.manager import service as svc_module
+
+    monkeypatch.setattr(svc_module, "REBALANCE_MAX_PAIRS", 0)
+    orders = itertools.permutations(FOUR_JOBS)
+    assert any(_shared_links(_arrive(order, rebalance=8)[1]) for order in orders)
+
+
 def test_a_move_the_controller_refuses_leaves_the_job_where_it_was():
     """The new job is installed; the running job it would move keeps its routes, in the
     controller and in the store alike."""

@@ -65,6 +65,10 @@ log = logging.getLogger(__name__)
 
 #: Running jobs a new job's routing may re-plan (those sharing most links with it).
 REBALANCE_JOBS = 8
+#: Jobs with more host pairs than this are never re-planned for another job: routing
+#: one costs minutes at 256 ranks on fat_tree(16) (benchmarks/bench_manager.py), all
+#: under the manager's lock.
+REBALANCE_MAX_PAIRS = 4096
 
 #: (src host, dst host) -> node names of the path, as the controller's API takes them.
 Pairs = Mapping[tuple[str, str], Sequence[str]]
@@ -326,7 +330,8 @@ class ManagerService:
         plan is kept when the sum of :func:`planning.job_costs` drops.  A job keeps
         the host pairs it holds (a pair is routed for one job, :meth:`_unshared`).
         If any moved, the new job is planned once more against them.  Nothing is
-        re-planned when the new job and the running ones do not slow each other."""
+        re-planned when the new job and the running ones do not slow each other, nor
+        is a job of more than :data:`REBALANCE_MAX_PAIRS` host pairs."""
         routed = {
             j.job_id: j
             for j in self.store.list_jobs()
@@ -342,12 +347,16 @@ class ManagerService:
         apart += planning.job_costs(fab, {job.job_id: routes})[job.job_id]
         if cost <= apart * (1 + 1e-9):  # the new job slows no one, nor is slowed
             return routes, {}
-        shared_bytes = {j: planning.overlap(fab, rs, routes) for j, rs in routed_routes.items()}
+        shared_bytes = {
+            j: planning.overlap(fab, rs, routes)
+            for j, rs in routed_routes.items()
+            if len(rs) <= REBALANCE_MAX_PAIRS
+        }
         overlapping = [j for j, b in shared_bytes.items() if b > 0]
         candidates = sorted(overlapping, key=lambda j: -shared_bytes[j])[: self.rebalance]
         moved: dict[int, tuple[RoutePair, ...]] = {}
         for j in [*candidates, job.job_id]:
-            if j == job.job_id and not moved:
+            if j == job.job_id and (not moved or len(routes) > REBALANCE_MAX_PAIRS):
                 break
             trial = self._replan(routed.get(j, job), current, topo)
             if trial is None:
