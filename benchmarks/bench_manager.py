@@ -35,7 +35,12 @@ from sdnmpi.manager.requests import CreateJob, PatternUpload
 from sdnmpi.manager.service import ManagerService, Pairs
 
 SCHED = Caller(0, is_scheduler=True)
-PATTERNS = ("cg:nprocs={n}", "ft:nprocs={n}", "stencil3d:nprocs={n}", "alltoall:nprocs={n},bytes=65536")
+PATTERNS = (
+    "cg:nprocs={n}",
+    "ft:nprocs={n}",
+    "stencil3d:nprocs={n}",
+    "alltoall:nprocs={n},bytes=65536",
+)
 
 
 @dataclass(frozen=True)
