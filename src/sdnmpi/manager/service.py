@@ -65,10 +65,11 @@ log = logging.getLogger(__name__)
 
 #: Running jobs a new job's routing may re-plan (those sharing most links with it).
 REBALANCE_JOBS = 8
-#: Jobs with more host pairs than this are never re-planned for another job: routing
-#: one costs minutes at 256 ranks on fat_tree(16) (benchmarks/bench_manager.py), all
-#: under the manager's lock.
-REBALANCE_MAX_PAIRS = 4096
+#: Jobs with more host pairs than this are never re-planned for another job.  With
+#: 4096, 256-rank CG and stencil jobs on fat_tree(16) were, and one arrival held the
+#: manager's lock for 360 s (benchmarks/bench_manager.py --large); 32-rank jobs have
+#: up to 992 pairs and re-plan in about a second on fat_tree(8).
+REBALANCE_MAX_PAIRS = 1024
 
 #: (src host, dst host) -> node names of the path, as the controller's API takes them.
 Pairs = Mapping[tuple[str, str], Sequence[str]]
