@@ -91,8 +91,9 @@ def run(sc: Scenario, rebalance: int, seed: int) -> Result:
         job = svc.register_process(SCHED, job_id, sc.ranks - 1, nodes[-1])
         times.append(time.perf_counter() - t0)
         assert job.state is JobState.ROUTED, job.detail
-    routed = {j.job_id: j.routes for j in svc.list_jobs(SCHED)}
-    costs = planning.job_costs(Fabric(topo), routed)
+    fab = Fabric(topo)
+    loads = {j.job_id: planning.arc_bytes(fab, j.routes) for j in svc.list_jobs(SCHED)}
+    costs = planning.job_costs(fab, loads)
     return Result(times, moves, sum(costs.values()), max(costs.values()))
 
 

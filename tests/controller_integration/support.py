@@ -10,11 +10,15 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from sdnmpi.emu.plan import FabricPlan
-from sdnmpi.testing.waits import wait_for
-from tests.emu.support import ofctl
+from sdnmpi import catalog
+from sdnmpi.core.topology import Topology
+from sdnmpi.emu import runner
+from sdnmpi.emu.plan import DEFAULT_STATE_ROOT, FabricPlan, make_plan
+from sdnmpi.testing.waits import free_port, wait_for
+from tests.emu.support import assert_clean, daemon_pids, ofctl, sdnmpi, unique_name
 
 DEFAULT_COOKIE = "cookie=0x5d03"
 _COUNTERS = re.compile(r" (duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*,")
@@ -67,6 +71,32 @@ class Controller:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 return proc.wait(timeout=5)
         return proc.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def controlled_fabric(
+    workdir: Path, model: Topology, prefix: str, *controller_args: str
+) -> Iterator[tuple[FabricPlan, Controller]]:
+    """``model`` emulated under a controller process (``controller_args`` added to its
+    command line), yielded once LLDP discovery is complete; afterwards the controller is
+    stopped, the fabric is down and nothing of it is left (:func:`assert_clean`)."""
+    topo_file = workdir / "topology.json"
+    catalog.save_topology(model, topo_file)
+    ctl = Controller(free_port(), topo_file, workdir, *controller_args)
+    plan = make_plan(model, unique_name(prefix), state_root=DEFAULT_STATE_ROOT)
+    pids: list[int] = []
+    try:
+        ctl.start()
+        res = sdnmpi("emu", "up", "--topology", str(topo_file), "--name", plan.name,
+                     "--controller", f"tcp:127.0.0.1:{ctl.port}")  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        pids = daemon_pids(plan)
+        wait_for("LLDP discovery", lambda: "discovery complete" in ctl.log(), 30)
+        yield plan, ctl
+    finally:
+        ctl.stop()
+        runner.down(plan.name)
+        assert_clean(plan, pids)
 
 
 def our_flows(plan: FabricPlan, bridge: str) -> list[str]:

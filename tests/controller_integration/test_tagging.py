@@ -19,22 +19,18 @@ from pathlib import Path
 
 import pytest
 
-from sdnmpi import catalog
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.emu import agents, runner
-from sdnmpi.emu.plan import DEFAULT_STATE_ROOT, FabricPlan, make_plan
+from sdnmpi.emu.plan import FabricPlan
 from sdnmpi.node.client import AgentClient
-from sdnmpi.testing.waits import free_port, wait_for
+from sdnmpi.testing.waits import wait_for
 from sdnmpi.wire.tag import Primitive
-from tests.controller_integration.support import Controller, api
+from tests.controller_integration.support import Controller, api, controlled_fabric
 from tests.emu.support import (
-    assert_clean,
-    daemon_pids,
     ofctl,
     port_rx_bytes,
     require_root_and_tools,
     sdnmpi,
-    unique_name,
 )
 from tests.node.ranks import FakeRank
 
@@ -58,25 +54,10 @@ def tagged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tagged]:
                          capture_output=True, text=True, check=False)  # fmt: skip
     assert res.returncode == 0, res.stderr
     workdir = tmp_path_factory.mktemp("tag")
-    topo_file = workdir / "leaf-spine-2x2x2.json"
-    catalog.save_topology(leaf_spine(2, 2, 2), topo_file)
-    primitives = "bcast=pinned:spine1,reduce=pinned:spine2"
-    ctl = Controller(free_port(), topo_file, workdir, "--primitives", primitives)
-    plan = make_plan(leaf_spine(2, 2, 2), unique_name("tag"), state_root=DEFAULT_STATE_ROOT)
-    pids: list[int] = []
-    try:
-        ctl.start()
-        res = sdnmpi("emu", "up", "--topology", str(topo_file), "--name", plan.name,
-                     "--controller", f"tcp:127.0.0.1:{ctl.port}")  # fmt: skip
-        assert res.returncode == 0, res.stderr
-        pids = daemon_pids(plan)
-        wait_for("discovery", lambda: "discovery complete" in ctl.log(), 30)
+    pinned = ("--primitives", "bcast=pinned:spine1,reduce=pinned:spine2")
+    with controlled_fabric(workdir, leaf_spine(2, 2, 2), "tag", *pinned) as (plan, ctl):
         agents.up(plan.name, controller_api=ctl.api_path)
         yield Tagged(plan, ctl)
-    finally:
-        ctl.stop()
-        runner.down(plan.name)
-        assert_clean(plan, pids)
 
 
 def _bridge(plan: FabricPlan, switch: str) -> str:

@@ -22,11 +22,11 @@ import pytest
 from sdnmpi import catalog
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.core.pattern import Pattern, Phase
-from sdnmpi.emu import runner, slurm
-from sdnmpi.emu.plan import DEFAULT_STATE_ROOT, FabricPlan, make_plan
-from sdnmpi.testing.waits import free_port, wait_for
-from tests.controller_integration.support import Controller, api
-from tests.emu.support import assert_clean, daemon_pids, require_root_and_tools, sdnmpi, unique_name
+from sdnmpi.emu import slurm
+from sdnmpi.emu.plan import FabricPlan
+from sdnmpi.testing.waits import wait_for
+from tests.controller_integration.support import Controller, api, controlled_fabric
+from tests.emu.support import require_root_and_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from sdnmpi.cli.main import main; main()"]
@@ -115,34 +115,20 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     assert res.returncode == 0, res.stderr[-3000:]
     workdir = tmp_path_factory.mktemp("slurm")
     workdir.chmod(0o755)
-    model = leaf_spine(2, 2, 2)
-    topo_file = workdir / "leaf-spine-2x2x2.json"
-    catalog.save_topology(model, topo_file)
-    ctl = Controller(free_port(), topo_file, workdir, "--router", "dmodk")
-    plan = make_plan(model, unique_name("slm"), state_root=DEFAULT_STATE_ROOT)
-    mgr = Manager(workdir, ctl.api_path, plan.state_dir / "manager.sock")
-    pids: list[int] = []
-    try:
-        ctl.start()
-        res = sdnmpi("emu", "up", "--topology", str(topo_file), "--name", plan.name,
-                     "--controller", f"tcp:127.0.0.1:{ctl.port}")  # fmt: skip
-        assert res.returncode == 0, res.stderr
-        pids = daemon_pids(plan)
-        wait_for("discovery", lambda: "discovery complete" in ctl.log(), 30)
-        mgr.start()
-        for nprocs, shift in ((2, 1), (4, 2)):
-            path = workdir / f"shift{nprocs}.json"
-            catalog.save_pattern(shift_pattern(nprocs, shift, 1 << 20), path)
-            put = subprocess.run([*CLI, "pattern", "put", f"shift{nprocs}", str(path),
-                                  "--manager", str(mgr.socket)],
-                                 capture_output=True, text=True, check=False)  # fmt: skip
-            assert put.returncode == 0, put.stderr
-        slurm.up(plan.name, plugin=PLUGIN,
-                 plugin_args={"manager": f"unix:{mgr.socket}", "timeout": "15"})  # fmt: skip
-        yield SlurmCluster(plan, ctl, mgr, workdir)
-    finally:
-        slurm.down(plan.name)
-        mgr.stop()
-        ctl.stop()
-        runner.down(plan.name)
-        assert_clean(plan, pids)
+    with controlled_fabric(workdir, leaf_spine(2, 2, 2), "slm", "--router", "dmodk") as (plan, ctl):
+        mgr = Manager(workdir, ctl.api_path, plan.state_dir / "manager.sock")
+        try:
+            mgr.start()
+            for nprocs, shift in ((2, 1), (4, 2)):
+                path = workdir / f"shift{nprocs}.json"
+                catalog.save_pattern(shift_pattern(nprocs, shift, 1 << 20), path)
+                put = subprocess.run([*CLI, "pattern", "put", f"shift{nprocs}", str(path),
+                                      "--manager", str(mgr.socket)],
+                                     capture_output=True, text=True, check=False)  # fmt: skip
+                assert put.returncode == 0, put.stderr
+            slurm.up(plan.name, plugin=PLUGIN,
+                     plugin_args={"manager": f"unix:{mgr.socket}", "timeout": "15"})  # fmt: skip
+            yield SlurmCluster(plan, ctl, mgr, workdir)
+        finally:
+            slurm.down(plan.name)
+            mgr.stop()

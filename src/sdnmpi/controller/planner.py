@@ -313,14 +313,9 @@ class Planner:
         :class:`Route` values.  Everything is checked before anything is sent:
         :class:`RoutingError` names the first bad route and nothing changes.
         """
-        cookies.job_cookie(job_id)  # range check
         if job_id in self.jobs:
             raise RoutingError(f"job {job_id} already has routes; remove them first")
-        parsed = self._parse_routes(routes, fabric, demands)
-        self._check_job(job_id, parsed)
-        self.jobs[job_id] = tuple(parsed)
-        self._jobs_version += 1
-        return self.sync()
+        return self.replace_job(job_id, routes, fabric, demands)
 
     def replace_job(
         self,

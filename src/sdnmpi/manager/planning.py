@@ -112,36 +112,37 @@ def loaded(topology: Topology, others: Iterable[Sequence[RoutePair]]) -> LoadedF
     return LoadedFabric(topology, residual)
 
 
-def job_costs(fabric: Fabric, jobs: Mapping[int, Sequence[RoutePair]]) -> dict[int, float]:
+def job_costs(fabric: Fabric, loads: Mapping[int, FloatArray]) -> dict[int, float]:
     """Each job's predicted seconds per pattern on the shared fabric.
 
-    A job's cost is ``max_e 8 * bytes_e / (capacity_e / (1 + n_e))`` with ``n_e`` the
-    *other* jobs' relative load on arc ``e``: what :func:`plan` minimizes for a new job,
-    here for every job at once.
+    ``loads`` holds each job's :func:`arc_bytes`.  A job's cost is
+    ``max_e 8 * bytes_e / (capacity_e / (1 + n_e))`` with ``n_e`` the *other* jobs'
+    relative load on arc ``e``: what :func:`plan` minimizes for a new job, here for
+    every job at once.
 
     >>> from sdnmpi.core.generators import leaf_spine
     >>> fab = Fabric(leaf_spine(2, 2, 2))
-    >>> a = [RoutePair("h1", "h3", ("h1", "leaf1", "spine1", "leaf2", "h3"), 1e9)]
-    >>> b = [RoutePair("h2", "h4", ("h2", "leaf1", "spine1", "leaf2", "h4"), 1e9)]
-    >>> c = [RoutePair("h2", "h4", ("h2", "leaf1", "spine2", "leaf2", "h4"), 1e9)]
+    >>> def load(src, dst, spine):
+    ...     path = (src, "leaf1", spine, "leaf2", dst)
+    ...     return arc_bytes(fab, [RoutePair(src, dst, path, 1e9)])
+    >>> a, b, c = load("h1", "h3", "spine1"), load("h2", "h4", "spine1"), load("h2", "h4", "spine2")
     >>> shared, apart = job_costs(fab, {1: a, 2: b}), job_costs(fab, {1: a, 2: c})
     >>> round(shared[1] / apart[1], 6), round(shared[2] / apart[2], 6)
     (2.0, 2.0)
     """
-    load = {j: arc_bytes(fabric, routes) for j, routes in jobs.items()}
-    rel = {j: relative_load(b) for j, b in load.items()}
+    rel = {j: relative_load(b) for j, b in loads.items()}
     total = sum(rel.values(), np.zeros(fabric.narcs, dtype=np.float64))
     cap = fabric.capacity_bps
     return {
-        j: float((8.0 * b * (1.0 + total - rel[j]) / cap).max(initial=0.0)) for j, b in load.items()
+        j: float((8.0 * b * (1.0 + total - rel[j]) / cap).max(initial=0.0))
+        for j, b in loads.items()
     }
 
 
-def overlap(fabric: Fabric, a: Sequence[RoutePair], b: Sequence[RoutePair]) -> float:
-    """Bytes of ``a`` on switch-to-switch arcs that ``b`` also uses (0: no shared link)."""
-    la, lb = arc_bytes(fabric, a), arc_bytes(fabric, b)
-    both = (la > 0) & (lb > 0) & ~fabric.is_host_arc
-    return float(la[both].sum())
+def overlap(fabric: Fabric, load: FloatArray, other: FloatArray) -> float:
+    """Bytes of ``load`` on switch-to-switch arcs that ``other`` also uses (0: none)."""
+    both = (load > 0) & (other > 0) & ~fabric.is_host_arc
+    return float(load[both].sum())
 
 
 def demands_for(fabric: Fabric, pattern: Pattern, processes: Sequence[Process]) -> Demands:

@@ -32,6 +32,7 @@ from typing import Protocol
 
 from sdnmpi.core.pattern import Pattern
 from sdnmpi.core.routing import Fabric as LinkModel
+from sdnmpi.core.routing.model import FloatArray
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import SdnMpiError
 from sdnmpi.manager import patternfile, planning
@@ -341,20 +342,23 @@ class ManagerService:
         if self.rebalance <= 0 or not routed:
             return routes, {}
         fab = LinkModel(topo)
-        routed_routes = {j: r.routes for j, r in routed.items()}
-        current = routed_routes | {job.job_id: routes}
-        cost = sum(planning.job_costs(fab, current).values())
-        apart = sum(planning.job_costs(fab, routed_routes).values())
-        apart += planning.job_costs(fab, {job.job_id: routes})[job.job_id]
+        current = {j: r.routes for j, r in routed.items()} | {job.job_id: routes}
+        loads = {j: planning.arc_bytes(fab, rs) for j, rs in current.items()}
+
+        def total(some: Mapping[int, FloatArray]) -> float:
+            return sum(planning.job_costs(fab, some).values())
+
+        cost = total(loads)
+        apart = total({j: loads[j] for j in routed}) + total({job.job_id: loads[job.job_id]})
         if cost <= apart * (1 + 1e-9):  # the new job slows no one, nor is slowed
             return routes, {}
-        shared_bytes = {
-            j: planning.overlap(fab, rs, routes)
-            for j, rs in routed_routes.items()
-            if len(rs) <= REBALANCE_MAX_PAIRS
+        shared = {
+            j: planning.overlap(fab, loads[j], loads[job.job_id])
+            for j in routed
+            if len(current[j]) <= REBALANCE_MAX_PAIRS
         }
-        overlapping = [j for j, b in shared_bytes.items() if b > 0]
-        candidates = sorted(overlapping, key=lambda j: -shared_bytes[j])[: self.rebalance]
+        overlapping = [j for j, b in shared.items() if b > 0]
+        candidates = sorted(overlapping, key=lambda j: -shared[j])[: self.rebalance]
         moved: dict[int, tuple[RoutePair, ...]] = {}
         for j in [*candidates, job.job_id]:
             if j == job.job_id and (not moved or len(routes) > REBALANCE_MAX_PAIRS):
@@ -362,9 +366,10 @@ class ManagerService:
             trial = self._replan(routed.get(j, job), current, topo)
             if trial is None:
                 continue
-            trial_cost = sum(planning.job_costs(fab, current | {j: trial}).values())
+            trial_load = planning.arc_bytes(fab, trial)
+            trial_cost = total(loads | {j: trial_load})
             if trial_cost < cost * (1 - 1e-9):
-                current[j], cost = trial, trial_cost
+                current[j], loads[j], cost = trial, trial_load, trial_cost
                 if j != job.job_id:
                     moved[j] = trial
         return current[job.job_id], moved
