@@ -85,9 +85,14 @@ clean:
 # C parts. mpibench: build/{mpich,openmpi}/sdnmpi-bench (a flavour whose
 # compiler wrapper is missing is skipped with a message).
 .PHONY: csrc mpibench
-csrc: mpibench bpf pmpi spank
+csrc: mpibench replay bpf pmpi spank
 mpibench:
 	$(MAKE) -C csrc/mpibench
+# replay: build/{mpich,openmpi}/sdnmpi-replay, the pattern replayer (and its
+# MPI-free tests, build/replay/replay_tests).
+.PHONY: replay
+replay:
+	$(MAKE) -C csrc/replay
 # pmpi: build/{mpich,openmpi}/libsdnmpi.so, the LD_PRELOAD PMPI library.
 .PHONY: pmpi
 pmpi:

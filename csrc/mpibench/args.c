@@ -22,7 +22,8 @@
 #define K_BW (1u << BENCH_BW)
 #define K_COLL (1u << BENCH_COLL)
 #define K_PAIRS (1u << BENCH_PAIRS)
-#define K_ALL (K_LATENCY | K_BW | K_COLL | K_PAIRS)
+#define K_BIBW (1u << BENCH_BIBW)
+#define K_ALL (K_LATENCY | K_BW | K_COLL | K_PAIRS | K_BIBW)
 #define MAX_ITERS 1000000000L
 #define MAX_DURATION_S 86400.0
 
@@ -45,7 +46,7 @@ static const struct opt_def OPTIONS[] = {
 	{"--iters", OPT_ITERS, 1, K_ALL},
 	{"--warmup", OPT_WARMUP, 1, K_ALL},
 	{"--duration", OPT_DURATION, 1, K_COLL | K_PAIRS},
-	{"--window", OPT_WINDOW, 1, K_BW},
+	{"--window", OPT_WINDOW, 1, K_BW | K_BIBW},
 	{"--op", OPT_OP, 1, K_COLL},
 	{"--root", OPT_ROOT, 1, K_COLL},
 	{"--shift", OPT_SHIFT, 1, K_PAIRS},
@@ -53,7 +54,7 @@ static const struct opt_def OPTIONS[] = {
 	{"--json", OPT_JSON, 0, K_ALL},
 };
 
-static const char *const KIND_NAMES[] = {"latency", "bw", "coll", "pairs"};
+static const char *const KIND_NAMES[] = {"latency", "bw", "coll", "pairs", "bibw"};
 static const char *const OP_NAMES[] = {"allreduce", "bcast",     "reduce",
 				       "alltoall",  "allgather", "barrier"};
 
@@ -237,7 +238,7 @@ static int parse_kind(const char *text, enum bench_kind *out, char *err, size_t 
 			return 0;
 		}
 	}
-	return fail(err, errlen, "unknown subcommand '%s' (latency, bw, coll, pairs)", text);
+	return fail(err, errlen, "unknown subcommand '%s' (latency, bw, bibw, coll, pairs)", text);
 }
 
 static int apply_size(const char *name, const char *value, size_t *slot, int *flag,
@@ -322,6 +323,7 @@ static void default_range(enum bench_kind kind, struct size_range *range)
 	switch (kind) {
 	case BENCH_LATENCY:
 	case BENCH_BW:
+	case BENCH_BIBW:
 		range->min = 0;
 		range->max = 4 * MIB;
 		break;
@@ -429,7 +431,7 @@ int args_parse(int argc, char **argv, struct bench_opts *opts, char *err, size_t
 		return 0;
 	}
 	if (argc < 2)
-		return fail(err, errlen, "missing subcommand (latency, bw, coll, pairs)");
+		return fail(err, errlen, "missing subcommand (latency, bw, bibw, coll, pairs)");
 	if (parse_kind(argv[1], &opts->kind, err, errlen) != 0)
 		return -1;
 	for (int i = 2; i < argc; i++) {
@@ -471,6 +473,7 @@ void args_print_usage(void)
 	      "subcommands:\n"
 	      "  latency   ping-pong rank 0 <-> rank 1, one-way latency in us (osu_latency)\n"
 	      "  bw        streaming rank 0 -> rank 1, window of Isends, MB/s (osu_bw)\n"
+	      "  bibw      windows both ways at once between ranks 0 and 1, total MB/s (osu_bibw)\n"
 	      "  coll      collective timer: min/avg/max time per call over ranks\n"
 	      "  pairs     every rank r exchanges with (r + shift) mod N, timed per exchange\n"
 	      "\n"
@@ -482,8 +485,8 @@ void args_print_usage(void)
 	      "  --iters N         timed iterations per size (default 1000, 100 above 8K)\n"
 	      "  --warmup N        untimed iterations first (default 100, 10 above 8K)\n"
 	      "  --json            print one JSON object on rank 0 instead of a table\n"
-	      "bw:\n"
-	      "  --window W        non-blocking sends per window, acked (default 64)\n"
+	      "bw, bibw:\n"
+	      "  --window W        non-blocking sends per window (each way), acked (default 64)\n"
 	      "coll:\n"
 	      "  --op OP[,OP...]   allreduce|bcast|reduce|alltoall|allgather|barrier; a list\n"
 	      "                    runs each in turn (rows carry op and wall-clock times)\n"

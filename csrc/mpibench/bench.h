@@ -14,7 +14,7 @@
 #define BENCH_MAX_OPS 6
 #define BENCH_MAX_ROWS (BENCH_MAX_SIZES * BENCH_MAX_OPS)
 
-enum bench_kind { BENCH_LATENCY, BENCH_BW, BENCH_COLL, BENCH_PAIRS };
+enum bench_kind { BENCH_LATENCY, BENCH_BW, BENCH_COLL, BENCH_PAIRS, BENCH_BIBW };
 
 enum coll_op {
 	COLL_ALLREDUCE,
@@ -32,7 +32,7 @@ struct bench_opts {
 	long iters;       /* 0: the per-size default */
 	long warmup;      /* -1: the per-size default */
 	double duration_s; /* > 0: loop until this much time is up */
-	int window;       /* bw: non-blocking sends per window */
+	int window;       /* bw, bibw: non-blocking sends per window (each way) */
 	enum coll_op op;  /* coll: the first of ops */
 	enum coll_op ops[BENCH_MAX_OPS]; /* coll: run one after the other */
 	int nops;
@@ -50,7 +50,7 @@ struct bench_result {
 	double time_avg_s;
 	double time_min_s;
 	double time_max_s;
-	double metric; /* latency_us, bandwidth_MBps or algbw_MBps */
+	double metric; /* latency_us, bandwidth_MBps (bibw: both ways) or algbw_MBps */
 	enum coll_op op;      /* coll: the operation of this row */
 	double start_unix_s;  /* coll, pairs: wall clock (rank 0) when the loop began ... */
 	double end_unix_s;    /* ... and ended (both after a barrier) */

@@ -1,4 +1,4 @@
-/* sdnmpi-bench: an MPI micro-benchmark (latency, bw, coll, pairs).
+/* sdnmpi-bench: an MPI micro-benchmark (latency, bw, bibw, coll, pairs).
  *
  * Every rank parses the same argv, so all ranks agree on the parameters; a
  * usage error is printed by rank 0 only, every rank calls MPI_Finalize and the
@@ -26,6 +26,9 @@ static void run(const struct bench_opts *opts, MPI_Comm comm)
 		break;
 	case BENCH_BW:
 		pt2pt_bw(opts, comm, &rep);
+		break;
+	case BENCH_BIBW:
+		pt2pt_bibw(opts, comm, &rep);
 		break;
 	case BENCH_COLL:
 		coll_run(opts, comm, &rep);

@@ -3,7 +3,9 @@
  * latency and bw follow osu_latency and osu_bw (OSU Micro-Benchmarks): ranks
  * other than 0 and 1 wait in a sleeping barrier.  Every round trip (latency)
  * or window (bw) is timed on rank 0, which gives min and max as well as the
- * mean.  pairs is the shift permutation that collides on one uplink under
+ * mean.  bibw follows osu_bibw: both ranks post a window of receives, then a
+ * window of sends, and wait for all of them; its figure is the bytes of both
+ * directions over the time of a window.  pairs is the shift permutation that collides on one uplink under
  * D-mod-K or ECMP when ranks are placed by leaf.
  */
 #include "pt2pt.h"
@@ -186,6 +188,70 @@ void pt2pt_bw(const struct bench_opts *opts, MPI_Comm comm, struct report *rep)
 		free(win.stats);
 		free(win.reqs);
 		free(buf);
+	}
+	timing_idle_barrier(comm);
+}
+
+/* One bibw window on rank 0 or 1: receives from the peer into their own slots,
+ * sends to the peer from one buffer, wait for all. */
+static double bibw_window(unsigned char *sbuf, unsigned char *rbuf, size_t size, int peer,
+			  const struct window *win, MPI_Comm comm)
+{
+	double t0 = MPI_Wtime();
+
+	for (int w = 0; w < win->size; w++)
+		MPI_Irecv(rbuf + (size_t)w * size, (int)size, MPI_BYTE, peer, TAG_DATA, comm,
+			  &win->reqs[w]);
+	for (int w = 0; w < win->size; w++)
+		MPI_Isend(sbuf, (int)size, MPI_BYTE, peer, TAG_DATA, comm,
+			  &win->reqs[win->size + w]);
+	MPI_Waitall(2 * win->size, win->reqs, win->stats);
+	return MPI_Wtime() - t0;
+}
+
+static void bibw_size(const struct bench_opts *opts, size_t size, unsigned char *sbuf,
+		      unsigned char *rbuf, const struct window *win, MPI_Comm comm,
+		      struct report *rep)
+{
+	struct loop_spec spec = timing_spec(opts, size, false);
+	struct sample_stats st = {0.0, DBL_MAX, 0.0};
+	struct bench_result res = {0};
+	int peer = 1 - rep->rank;
+
+	for (long i = 0; i < spec.warmup + spec.iters; i++) {
+		double dt = bibw_window(sbuf, rbuf, size, peer, win, comm);
+		if (i >= spec.warmup)
+			stats_add(&st, dt);
+	}
+	if (rep->rank != 0)
+		return;
+	stats_fill(&st, spec.iters, &res);
+	res.size_bytes = size;
+	res.metric = 2.0 * (double)size * opts->window / res.time_avg_s / 1e6;
+	report_row(rep, &res);
+}
+
+void pt2pt_bibw(const struct bench_opts *opts, MPI_Comm comm, struct report *rep)
+{
+	size_t window = (size_t)opts->window;
+	unsigned char *sbuf;
+	unsigned char *rbuf;
+	struct window win;
+
+	if (rep->rank <= 1) {
+		sbuf = buffer_alloc(max_size(opts), comm);
+		rbuf = buffer_alloc(buffer_span(max_size(opts), window, comm), comm);
+		win.size = opts->window;
+		win.reqs = (MPI_Request *)(void *)buffer_alloc(2 * window * sizeof(MPI_Request),
+							       comm);
+		win.stats = (MPI_Status *)(void *)buffer_alloc(2 * window * sizeof(MPI_Status),
+							       comm);
+		for (int i = 0; i < opts->nsizes; i++)
+			bibw_size(opts, opts->sizes[i], sbuf, rbuf, &win, comm, rep);
+		free(win.stats);
+		free(win.reqs);
+		free(rbuf);
+		free(sbuf);
 	}
 	timing_idle_barrier(comm);
 }

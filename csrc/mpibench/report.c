@@ -4,8 +4,8 @@
  *   {"benchmark", "mpi_library", "nprocs", "parameters": {...},
  *    "results": [{"size_bytes", "iterations", "time_avg_s", "time_min_s",
  *                 "time_max_s", METRIC}], "timestamps": {...}}
- * where METRIC is latency_us (latency), bandwidth_MBps (bw, and pairs per
- * rank) or algbw_MBps (coll).  MB is 10^6 bytes, as in the OSU benchmarks.
+ * where METRIC is latency_us (latency), bandwidth_MBps (bw; bibw: both
+ * directions together; pairs: per rank) or algbw_MBps (coll).  MB is 10^6 bytes, as in the OSU benchmarks.
  */
 #include "report.h"
 
@@ -17,7 +17,7 @@
 #include "args.h"
 
 static const char *const METRIC_KEYS[] = {"latency_us", "bandwidth_MBps", "algbw_MBps",
-					  "bandwidth_MBps"};
+					  "bandwidth_MBps", "bandwidth_MBps"};
 
 static void utc_now(char *out, size_t len)
 {
@@ -80,7 +80,7 @@ static void print_header(const struct report *rep)
 	printf("# sdnmpi-bench %s", args_kind_name(o->kind));
 	if (o->kind == BENCH_COLL)
 		printf(" --op %s --root %d", args_ops_text(o), o->root);
-	if (o->kind == BENCH_BW)
+	if (o->kind == BENCH_BW || o->kind == BENCH_BIBW)
 		printf(" --window %d", o->window);
 	if (o->kind == BENCH_PAIRS)
 		printf(" --shift %d%s", rep->shift, o->oneway ? " --oneway" : "");
@@ -88,7 +88,7 @@ static void print_header(const struct report *rep)
 	if (o->kind == BENCH_LATENCY)
 		printf("%12s %10s %14s %14s %14s\n", "size_bytes", "iterations", "latency_us",
 		       "min_us", "max_us");
-	else if (o->kind == BENCH_BW)
+	else if (o->kind == BENCH_BW || o->kind == BENCH_BIBW)
 		printf("%12s %10s %14s\n", "size_bytes", "iterations", "bandwidth_MBps");
 	else
 		printf("%12s %10s %14s %14s %14s %14s\n", "size_bytes", "iterations", "avg_us",
@@ -103,7 +103,7 @@ static void print_table_row(const struct report *rep, const struct bench_result 
 	if (kind == BENCH_LATENCY)
 		printf("%12zu %10ld %14.2f %14.2f %14.2f\n", r->size_bytes, r->iterations,
 		       r->metric, r->time_min_s * 1e6, r->time_max_s * 1e6);
-	else if (kind == BENCH_BW)
+	else if (kind == BENCH_BW || kind == BENCH_BIBW)
 		printf("%12zu %10ld %14.2f\n", r->size_bytes, r->iterations, r->metric);
 	else
 		printf("%12zu %10ld %14.2f %14.2f %14.2f %14.2f\n", r->size_bytes, r->iterations,
@@ -122,7 +122,7 @@ static void json_parameters(const struct report *rep)
 	json_number(o->warmup >= 0 ? (double)o->warmup : NAN);
 	fputs(",\"duration_s\":", stdout);
 	json_number(o->duration_s > 0.0 ? o->duration_s : NAN);
-	if (o->kind == BENCH_BW)
+	if (o->kind == BENCH_BW || o->kind == BENCH_BIBW)
 		printf(",\"window\":%d", o->window);
 	if (o->kind == BENCH_COLL)
 		printf(",\"op\":\"%s\",\"root\":%d", args_ops_text(o), o->root);

@@ -14,7 +14,10 @@ paths either way.
 
 The lower bound on time assumes phases run one after another (``phases``
 mode); in ``ranks`` mode, where phases overlap, it is the LP bound of all
-phases' bytes together (:func:`collapsed`).
+phases' bytes together (:func:`collapsed`).  It ignores the MPI library's
+point-to-point protocol (``Options.protocol``, :mod:`sdnmpi.sim.protocol`),
+which only the simulation models: a serializing protocol makes
+``comm_time_s`` longer, never the bound.
 
 Time and progress are passed in (``clock``, ``progress``), so this module stays
 free of side effects.
@@ -35,7 +38,7 @@ from sdnmpi.core.routing import ROUTERS, Demands, Fabric, Routing, phase_demands
 from sdnmpi.core.routing import bound as lp
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError
-from sdnmpi.sim import simulate
+from sdnmpi.sim import IDEAL, Protocol, simulate
 
 Granularity = Literal["job", "phase"]
 SCHEMA = "sdnmpi.evaluation/1"
@@ -72,6 +75,7 @@ class RouterResult:
     speedup_vs_dmodk: float | None = None
     arc_utilization: tuple[float, ...] = field(default=(), repr=False)
     timeline_csv: str = field(default="", repr=False)
+    protocol: str = IDEAL.spec
 
     @property
     def util_ratio(self) -> float:
@@ -103,12 +107,17 @@ class RouterResult:
             "phases": self.phases,
             "route_time_s": self.route_time_s,
             "sim_time_s": self.sim_time_s,
+            "protocol": self.protocol,
         }
 
 
 @dataclass(frozen=True)
 class Options:
-    """How to evaluate."""
+    """How to evaluate.
+
+    ``protocol`` is the MPI library's point-to-point protocol the simulation
+    models (:mod:`sdnmpi.sim.protocol`; :data:`~sdnmpi.sim.IDEAL` by default).
+    """
 
     routers: tuple[str, ...]
     granularity: Granularity = "job"
@@ -116,6 +125,7 @@ class Options:
     seed: int = 0
     check_paths: bool = True
     timeline: bool = False
+    protocol: Protocol = IDEAL
 
 
 def check_routers(names: Sequence[str]) -> tuple[str, ...]:
@@ -159,14 +169,22 @@ def collapsed(demands: Demands) -> Demands:
     overlap and the sum of per-phase bounds does not hold; the whole pattern's
     bytes still have to cross the network, so the LP of their sum does.
     """
-    size = demands.size_bytes * demands.phase_repeat[demands.phase]
+    repeat = demands.phase_repeat[demands.phase]
+    size = demands.size_bytes * repeat
     size.setflags(write=False)
+    messages = demands.message_counts * repeat
+    messages.setflags(write=False)
     zero = np.zeros(len(demands), dtype=np.int64)
     zero.setflags(write=False)
     one = np.ones(1, dtype=np.int64)
     one.setflags(write=False)
     return dataclasses.replace(
-        demands, size_bytes=size, phase=zero, phase_labels=("all phases",), phase_repeat=one
+        demands,
+        size_bytes=size,
+        phase=zero,
+        phase_labels=("all phases",),
+        phase_repeat=one,
+        messages=messages,
     )
 
 
@@ -185,7 +203,14 @@ def _one(
     if options.check_paths:
         validate(fabric, demands, routing)
     t2 = clock()
-    sim = simulate(fabric, demands, routing, mode=options.mode, timeline=options.timeline)
+    sim = simulate(
+        fabric,
+        demands,
+        routing,
+        mode=options.mode,
+        timeline=options.timeline,
+        protocol=options.protocol,
+    )
     t3 = clock()
     util = lp.max_link_util(fabric, demands, routing)
     busiest = int(np.argmax(sim.arc_bytes)) if len(sim.arc_bytes) else 0
@@ -206,6 +231,7 @@ def _one(
         busiest_link=sim.arc_names[busiest] if sim.arc_names else "",
         arc_utilization=tuple(float(x) for x in _arc_utilization(fabric, demands, routing)),
         timeline_csv=sim.timeline_csv() if options.timeline else "",
+        protocol=options.protocol.spec,
     )
 
 

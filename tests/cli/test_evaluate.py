@@ -12,7 +12,9 @@ from sdnmpi import evaluation
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.core.pattern import Pattern, Phase
 from sdnmpi.core.placement import Placement
+from sdnmpi.core.routing.model import Demands, Fabric
 from sdnmpi.errors import PatternError
+from sdnmpi.sim import parse_protocol
 from tests.cli.test_cli import run
 
 GOLDEN = Path(__file__).parent / "golden" / "evaluate-allreduce28.json"
@@ -159,3 +161,68 @@ def test_timeline_csv_per_router(capsys, tmp_path: Path):
     assert len(files) == 2
     lines = Path(files[0]).read_text().splitlines()
     assert len(lines) > 2 and "," in lines[0]
+
+
+PROTOCOL_ARGS = ["evaluate", "-t", "allreduce28", "--ranks-per-host", "1", "-r", "dmodk"]
+PROTOCOL_ARGS += ["-w", "alltoall:nprocs=4,bytes=1048576", "--json"]
+
+
+def test_protocol_option_is_recorded_and_serializes_large_exchanges(capsys):
+    # alltoall of 1 MiB over 4 ranks, one per host: 256 KiB per pair and step,
+    # exchanged both ways.  Above Open MPI's 64 KiB eager limit each exchange
+    # runs one way after the other on otherwise idle links: exactly twice the
+    # time; with the 4 MiB limit nothing changes.
+    times = {}
+    for spec in ("ideal", "openmpi", "openmpi-duplex", "openmpi:eager=1048576"):
+        code, out, err = run(capsys, *PROTOCOL_ARGS, "--protocol", spec)
+        assert code == 0, err
+        (rec,) = json.loads(out)["records"]
+        assert rec["protocol"] == parse_protocol(spec).spec
+        times[spec] = rec["comm_time_s"]
+    assert times["openmpi"] == pytest.approx(2 * times["ideal"], rel=1e-6)
+    assert times["openmpi-duplex"] == times["ideal"]
+    assert times["openmpi:eager=1048576"] == times["ideal"]
+    code, out, _ = run(capsys, *PROTOCOL_ARGS[:-1])
+    assert code == 0 and "protocol" not in out
+    code, out, _ = run(capsys, *PROTOCOL_ARGS[:-1], "--protocol", "mpich")
+    assert code == 0 and "protocol mpich" in out
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("lampi", "unknown protocol 'lampi'"),
+        ("openmpi:eagr=5", "unknown key 'eagr'"),
+        ("custom:eager=64k", "eager='64k'"),
+    ],
+)
+def test_bad_protocol_exits_2(capsys, spec, message):
+    base = ["evaluate", "-t", "allreduce28", "-w", "allreduce:nprocs=4,bytes=8"]
+    code, _, err = run(capsys, *base, "--protocol", spec)
+    assert code == 2
+    assert message in err and "Traceback" not in err
+
+
+def test_options_protocol_reaches_the_simulation():
+    topo = leaf_spine(1, 1, 2, host_bps=8e6, uplink_bps=8e6, latency_s=0.0)
+    # ranks 0 and 1 on two hosts, 1 MB each way: 1 s each way at 1 MB/s
+    phase = Phase.from_arrays("x", [0, 1], [1, 0], [10**6, 10**6])
+    work = evaluation.Workload("x", Pattern("x", 2, (phase,)), Placement(("h1", "h2")))
+    plain = evaluation.evaluate(topo, work, evaluation.Options(("dmodk",)), clock=lambda: 0.0)
+    options = evaluation.Options(("dmodk",), protocol=parse_protocol("openmpi"))
+    serial = evaluation.evaluate(topo, work, options, clock=lambda: 0.0)
+    assert plain[0].comm_time_s == pytest.approx(1.0)
+    assert serial[0].comm_time_s == pytest.approx(2.0)
+    assert (plain[0].protocol, serial[0].protocol) == ("ideal", "openmpi")
+    # the bound ignores the protocol
+    assert serial[0].lower_bound_s == plain[0].lower_bound_s
+
+
+def test_collapsed_demands_keep_the_message_size():
+    topo = leaf_spine(1, 1, 2)
+    phase = Phase.from_arrays("x", [0], [1], [1000], [4], repeat=3)
+    fabric = Fabric(topo)
+    d = Demands.from_pattern(fabric, Pattern("x", 2, (phase,)), Placement(("h1", "h2")))
+    c = evaluation.collapsed(d)
+    assert (c.size_bytes.tolist(), c.message_counts.tolist()) == ([3000], [12])
+    assert c.message_bytes.tolist() == d.message_bytes.tolist() == [250.0]

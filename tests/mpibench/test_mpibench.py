@@ -177,6 +177,20 @@ def test_bw(bench_bins, flavour):
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
+def test_bibw_counts_both_directions(bench_bins, flavour):
+    doc = run_json(
+        bench_bins, flavour, 2, "bibw", "--min", "1K", "--max", "64K",
+        "--iters", "3", "--warmup", "1", "--window", "4",
+    )  # fmt: skip
+    results = check_document(doc, "bibw", 2, flavour, doubling(KIB, 64 * KIB), "bandwidth_MBps")
+    assert doc["parameters"]["window"] == 4
+    for r in results:
+        # Both directions' bytes over the time of one window.
+        expected = 2 * r["size_bytes"] * 4 / r["time_avg_s"] / 1e6
+        assert r["bandwidth_MBps"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
 @pytest.mark.parametrize("op", COLL_OPS)
 def test_coll_ops(bench_bins, flavour, op):
     doc = run_json(
@@ -329,6 +343,8 @@ BAD_ARGS = [
     (1, ["pairs"], "'pairs' needs at least 2 ranks"),
     (4, ["pairs", "--oneway", "--shift", "3"], "--oneway needs nprocs a multiple of 2 * shift"),
     (2, ["bw", "--window"], "--window needs a value"),
+    (2, ["bibw", "--shift", "1"], "--shift is not an option of 'bibw'"),
+    (1, ["bibw"], "'bibw' needs at least 2 ranks"),
 ]
 
 

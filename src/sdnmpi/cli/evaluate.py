@@ -16,6 +16,7 @@ from sdnmpi import catalog, evaluation
 from sdnmpi.core.routing import ROUTERS
 from sdnmpi.core.routing import info as router_info
 from sdnmpi.errors import ConfigError
+from sdnmpi.sim import PROTOCOLS, parse_protocol
 
 console = Console()
 err_console = Console(stderr=True)
@@ -39,6 +40,12 @@ def evaluate(
     granularity: str = typer.Option("job", "--granularity", help="job (one routing) or phase."),
     mode: str = typer.Option("phases", "--mode", help="Simulation: phases (barriers) or ranks."),
     seed: int = typer.Option(0, "--seed", help="Seed for ECMP hashing and random placements."),
+    protocol: str = typer.Option(
+        "ideal",
+        "--protocol",
+        help="MPI point-to-point protocol the simulation models: "
+        f"{', '.join(PROTOCOLS)}, or NAME:eager=BYTES,exchange=serialized|concurrent.",
+    ),
     side: str = typer.Option("tx", "--side", help="pfprof traces: tx or rx matrices."),
     as_json: bool = typer.Option(False, "--json", help="Print the stable JSON document."),
     plot: Path | None = typer.Option(
@@ -55,6 +62,7 @@ def evaluate(
         _choice(mode, ("phases", "ranks"), "--mode"),  # type: ignore[arg-type]
         seed,
         timeline=timeline is not None,
+        protocol=parse_protocol(protocol),
     )
     topo = catalog.load_topology(topology)
     results: list[evaluation.RouterResult] = []
@@ -135,7 +143,8 @@ def _render(results: list[evaluation.RouterResult], topo: str, plots: list[str])
             "time / bound",
             "route s",
             title=f"{name} on {topo}: {first.flows:,} flows, {first.phases} phases; "
-            f"LP bound {first.lp_max_link_util:.4g}, lower bound {first.lower_bound_s:.4g} s",
+            f"LP bound {first.lp_max_link_util:.4g}, lower bound {first.lower_bound_s:.4g} s"
+            + ("" if first.protocol == "ideal" else f"; protocol {first.protocol}"),
         )
         for r in rows:
             speed = f"{r.speedup_vs_dmodk:.2f}x" if r.speedup_vs_dmodk is not None else "-"

@@ -19,7 +19,7 @@ from sdnmpi.core import workloads
 from sdnmpi.core.pattern import Pattern
 from sdnmpi.core.summary import pattern_summary
 from sdnmpi.errors import ConfigError
-from sdnmpi.formats import pfprof
+from sdnmpi.formats import pfprof, replay
 
 app = typer.Typer(
     help="Communication patterns: traces, NetSA matrices, collectives, mini-apps.",
@@ -110,10 +110,11 @@ def show(
 def convert(
     source: str = typer.Argument(..., help=SPEC_HELP),
     output: Path = typer.Argument(
-        ..., help="Output file: .json, .xml (NetSA) or .tar.gz (pfprof)."
+        ...,
+        help="Output file: .json, .xml (NetSA), .tar.gz (pfprof) or .replay (sdnmpi-replay).",
     ),
     fmt: str | None = typer.Option(
-        None, "--format", "-f", help="json, netsa or pfprof (default: from OUT)."
+        None, "--format", "-f", help="json, netsa, pfprof or replay (default: from OUT)."
     ),
     side: str = SIDE_OPT,
     topology: str | None = TOPOLOGY_OPT,
@@ -129,17 +130,34 @@ def convert(
     ),
     max_hops: int = typer.Option(2, "--max-hops", help="Hop limit of latency-sensitive cells."),
 ) -> None:
-    """Convert between pattern formats (and aggregate, classify on the way)."""
+    """Convert between pattern formats (and aggregate, classify on the way).
+
+    The replay format (docs/replay-format.md) is the input of the MPI replayer
+    sdnmpi-replay (csrc/replay); it takes rank-level patterns only.
+    """
     pattern = catalog.load_pattern(source, side=_side(side))
     pattern = _aggregate(pattern, HostOptions(topology, placement, ranks_per_host, seed))
     if classify:
         thresholds = netsa_classify.Thresholds(bandwidth_threshold, latency_threshold, max_hops)
         pattern = netsa_classify.classify(pattern, thresholds)
-    catalog.save_pattern(pattern, output, fmt)
+    _save(pattern, output, fmt)
     console.print(
         f"wrote {output}: {pattern.name}, {pattern.nprocs} endpoints, {len(pattern.phases)} phases",
         highlight=False,
     )
+
+
+PATTERN_FORMATS = ("json", "netsa", "pfprof", "replay")
+
+
+def _save(pattern: Pattern, output: Path, fmt: str | None) -> None:
+    """Write ``pattern`` in ``fmt``, or in the format OUT's suffix names."""
+    if fmt is not None and fmt not in PATTERN_FORMATS:
+        raise ConfigError(f"unknown pattern format {fmt!r} (want {', '.join(PATTERN_FORMATS)})")
+    if fmt == "replay" or (fmt is None and output.name.lower().endswith(replay.SUFFIX)):
+        replay.save_replay(pattern, output)
+        return
+    catalog.save_pattern(pattern, output, fmt)
 
 
 @app.command("list")

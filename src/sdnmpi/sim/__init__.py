@@ -34,6 +34,16 @@ Modes.
   demands (ranks ``-1``) have no ranks to synchronize: they fall back to
   ``phases`` with a note in the result.
 
+Protocol.  ``protocol`` (:mod:`sdnmpi.sim.protocol`) models the MPI
+library's point-to-point protocol: under a protocol such as ``openmpi``, a
+rank pair that exchanges messages above the eager limit both ways in one phase
+(or step) sends one direction after the other.  The default, ``ideal``, is the
+plain flow model above.  Host-level demands have no rank pairs: the protocol
+does not apply to them (noted in the result).
+
+Goodput.  ``goodput`` scales every capacity (:meth:`Platform.scaled`), e.g.
+0.95 for the TCP payload carried by a shaped line at 1500-byte frames.
+
 Tolerance: completions and starts closer than ``rtol`` (relative to the time
 step) are processed as one event.
 """
@@ -47,8 +57,9 @@ from sdnmpi.errors import ConfigError
 from sdnmpi.sim.engine import Trace, run, run_phases, run_ranks
 from sdnmpi.sim.maxmin import RTOL, incidence_matrix, maxmin_rates
 from sdnmpi.sim.platform import Platform
+from sdnmpi.sim.protocol import IDEAL, PROTOCOLS, Protocol, parse_protocol
 from sdnmpi.sim.report import PhaseResult, SimResult, Timeline, phases_result, ranks_result
-from sdnmpi.sim.workload import Workload
+from sdnmpi.sim.workload import Workload, serialized_exchanges
 
 Mode = Literal["phases", "ranks"]
 MODES: tuple[str, ...] = ("phases", "ranks")
@@ -57,18 +68,22 @@ MODES: tuple[str, ...] = ("phases", "ranks")
 MAX_RANK_FLOWS = 4_000_000
 
 __all__ = [
+    "IDEAL",
     "MAX_RANK_FLOWS",
     "MODES",
+    "PROTOCOLS",
     "RTOL",
     "Mode",
     "PhaseResult",
     "Platform",
+    "Protocol",
     "SimResult",
     "Timeline",
     "Trace",
     "Workload",
     "incidence_matrix",
     "maxmin_rates",
+    "parse_protocol",
     "run",
     "simulate",
     "simulate_workload",
@@ -84,18 +99,29 @@ def simulate(
     timeline: bool = False,
     max_flows: int = MAX_RANK_FLOWS,
     rtol: float = RTOL,
+    protocol: Protocol | None = None,
+    goodput: float = 1.0,
 ) -> SimResult:
     """Predict the communication time of ``demands`` routed by ``routing`` on ``fabric``.
 
     ``timeline=True`` also records the arc rates over time
-    (:attr:`SimResult.timeline`).  Raises :class:`~sdnmpi.errors.ConfigError`
-    for an unknown mode and :class:`~sdnmpi.errors.RoutingError` when the
-    routing does not match the demands or the fabric.
+    (:attr:`SimResult.timeline`).  ``protocol`` is the MPI library's
+    point-to-point protocol (``None``: :data:`IDEAL`, every exchange
+    concurrent); ``goodput`` scales the capacities (:meth:`Platform.scaled`).
+    Raises :class:`~sdnmpi.errors.ConfigError` for an unknown mode or a bad
+    goodput and :class:`~sdnmpi.errors.RoutingError` when the routing does not
+    match the demands or the fabric.
     """
-    platform = Platform.from_fabric(fabric)
+    platform = Platform.from_fabric(fabric).scaled(goodput)
     workload = Workload.from_demands(platform, demands, routing)
     return simulate_workload(
-        platform, workload, mode=mode, timeline=timeline, max_flows=max_flows, rtol=rtol
+        platform,
+        workload,
+        mode=mode,
+        timeline=timeline,
+        max_flows=max_flows,
+        rtol=rtol,
+        protocol=protocol,
     )
 
 
@@ -107,19 +133,36 @@ def simulate_workload(
     timeline: bool = False,
     max_flows: int = MAX_RANK_FLOWS,
     rtol: float = RTOL,
+    protocol: Protocol | None = None,
 ) -> SimResult:
     """:func:`simulate` on an already built platform and workload."""
     if mode not in MODES:
         raise ConfigError(f"unknown simulation mode {mode!r} (want one of {', '.join(MODES)})")
     if not 0 < rtol < 1e-3:
         raise ConfigError(f"rtol must be in (0, 1e-3), got {rtol!r}")
+    proto = IDEAL if protocol is None else protocol
+    notes = _protocol_notes(workload, proto)
     if mode == "ranks" and workload.has_ranks:
         steps, trace = run_ranks(
-            platform, workload, max_flows=max_flows, timeline=timeline, rtol=rtol
+            platform, workload, max_flows=max_flows, protocol=proto, timeline=timeline, rtol=rtol
         )
-        return ranks_result(platform, workload, steps, trace, timeline=timeline)
-    notes: tuple[str, ...] = ()
+        return ranks_result(platform, workload, steps, trace, timeline=timeline, notes=notes)
     if mode == "ranks":
-        notes = ("host-level demands have no ranks: simulated in phases mode",)
-    traces = run_phases(platform, workload, timeline=timeline, rtol=rtol)
+        notes = ("host-level demands have no ranks: simulated in phases mode", *notes)
+    traces = run_phases(platform, workload, protocol=proto, timeline=timeline, rtol=rtol)
     return phases_result(platform, workload, traces, timeline=timeline, notes=notes)
+
+
+def _protocol_notes(workload: Workload, protocol: Protocol) -> tuple[str, ...]:
+    """What the protocol changed, for the result's notes (nothing under ``ideal``)."""
+    if not protocol.serializes:
+        return ()
+    ranked = (workload.src_rank >= 0) & (workload.dst_rank >= 0)
+    if len(workload) and not ranked.any():
+        return (f"host-level demands have no rank pairs: protocol {protocol.spec} not applied",)
+    n = serialized_exchanges(workload, protocol)
+    return (
+        f"protocol {protocol.spec}: {n} rank-pair exchange(s) (counted once per phase) "
+        f"with messages above {protocol.eager_limit_bytes} bytes both ways run one "
+        "direction after the other",
+    )

@@ -37,11 +37,13 @@ from scipy import sparse
 from sdnmpi.errors import PatternError, SdnMpiError
 from sdnmpi.sim.maxmin import RTOL, maxmin_entries
 from sdnmpi.sim.platform import Platform
+from sdnmpi.sim.protocol import IDEAL, Protocol
 from sdnmpi.sim.workload import (
     Dependencies,
     Steps,
     Workload,
     gather_rows,
+    phase_deps,
     rank_steps,
     row_positions,
 )
@@ -289,6 +291,7 @@ def run_phases(
     platform: Platform,
     workload: Workload,
     *,
+    protocol: Protocol = IDEAL,
     timeline: bool = False,
     flow_rates: bool = False,
     rtol: float = RTOL,
@@ -298,9 +301,11 @@ def run_phases(
     A phase starts when every flow of the previous one has completed, so phases
     never overlap and each is simulated once; the caller multiplies by the
     repeat (the event loop is deterministic: identical phases give identical
-    traces).
+    traces).  The ``protocol``'s serialized exchanges are ordered within each
+    occurrence (:func:`~sdnmpi.sim.workload.phase_deps`), so this stays exact.
     """
     out: list[tuple[IntArray, Trace]] = []
+    serialized = workload.serialized(protocol)
     for p in range(workload.nphases):
         rows = workload.phase_rows(p)
         trace = run(
@@ -308,6 +313,7 @@ def run_phases(
             workload.incidence[rows],
             workload.size_bits[rows],
             workload.latency_s[rows],
+            phase_deps(workload, rows, serialized),
             timeline=timeline,
             flow_rates=flow_rates,
             rtol=rtol,
@@ -321,12 +327,16 @@ def run_ranks(
     workload: Workload,
     *,
     max_flows: int,
+    protocol: Protocol = IDEAL,
     timeline: bool = False,
     flow_rates: bool = False,
     rtol: float = RTOL,
 ) -> tuple[Steps, Trace]:
-    """All phases at once, each flow released by its ranks' previous steps (unrolled repeats)."""
-    steps = rank_steps(workload, max_flows)
+    """All phases at once, each flow released by its ranks' previous steps (unrolled repeats).
+
+    The ``protocol``'s serialized exchanges add an edge per exchange and step.
+    """
+    steps = rank_steps(workload, max_flows, protocol)
     trace = run(
         platform,
         workload.incidence[steps.flow],

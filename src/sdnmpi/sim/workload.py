@@ -20,6 +20,13 @@ The structure is stored as counted *groups* so that the event loop stays
 vectorized: group (r, s) holds the flows rank r sends or receives in step s; a
 flow counts toward two groups (its sender's and its receiver's) and waits for
 at most two (their previous groups).
+
+:func:`exchange_deps` adds the point-to-point protocol's edges
+(:mod:`sdnmpi.sim.protocol`): when a protocol serializes the rendezvous
+exchange of ranks a < b in one phase or step, group (a, b, step) holds the
+flows a->b and the flows b->a wait for it.  In ``ranks`` mode these groups are
+appended to the rank groups (:meth:`Dependencies.merged`): a flow then counts
+toward up to three groups and waits for up to three.
 """
 
 from __future__ import annotations
@@ -36,9 +43,11 @@ from sdnmpi.core.routing.model import Demands, Routing
 from sdnmpi.errors import ConfigError, RoutingError
 from sdnmpi.sim.maxmin import incidence_matrix
 from sdnmpi.sim.platform import Platform
+from sdnmpi.sim.protocol import Protocol
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
 
 def row_positions(indptr: IntArray, rows: IntArray) -> tuple[IntArray, IntArray]:
@@ -67,7 +76,10 @@ def gather_rows(indptr: IntArray, values: IntArray, rows: IntArray) -> IntArray:
 
 @dataclass(frozen=True, eq=False)
 class Workload:
-    """Flows to simulate: the paths, sizes, path latencies, phases and ranks of each."""
+    """Flows to simulate: the paths, sizes, path latencies, phases and ranks of each.
+
+    ``messages`` counts the MPI messages of each flow (``None``: one each).
+    """
 
     incidence: Any
     size_bytes: FloatArray
@@ -77,9 +89,30 @@ class Workload:
     dst_rank: IntArray
     phase_labels: tuple[str, ...]
     phase_repeat: IntArray
+    messages: IntArray | None = None
 
     def __len__(self) -> int:
         return int(self.size_bytes.size)
+
+    @property
+    def message_bytes(self) -> FloatArray:
+        """Mean size of one message of each flow (``size_bytes / messages``)."""
+        if self.messages is None:
+            return self.size_bytes
+        out: FloatArray = self.size_bytes / self.messages
+        return out
+
+    def serialized(self, protocol: Protocol) -> BoolArray:
+        """Flows whose exchange ``protocol`` serializes: rendezvous messages between ranks.
+
+        A flow qualifies alone; :func:`exchange_deps` only orders pairs whose
+        two directions both qualify.
+        """
+        if not protocol.serializes:
+            return np.zeros(len(self), dtype=np.bool_)
+        ranked = (self.src_rank >= 0) & (self.dst_rank >= 0)
+        out: BoolArray = protocol.rendezvous(self.message_bytes) & ranked
+        return out
 
     @property
     def nphases(self) -> int:
@@ -136,6 +169,7 @@ class Workload:
             demands.dst_rank.astype(np.int64),
             demands.phase_labels,
             demands.phase_repeat.astype(np.int64),
+            demands.message_counts.astype(np.int64),
         )
 
     @classmethod
@@ -148,6 +182,7 @@ class Workload:
         phase: npt.ArrayLike | None = None,
         ranks: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
         phase_repeat: npt.ArrayLike | None = None,
+        messages: npt.ArrayLike | None = None,
     ) -> Workload:
         """Flows given directly as arc-index paths (tests, references, tools)."""
         routing = Routing.from_paths("paths", paths)
@@ -168,7 +203,15 @@ class Workload:
             dst,
             tuple(f"phase {i}" for i in range(nph)),
             rep,
+            None if messages is None else _message_counts(messages, n),
         )
+
+
+def _message_counts(messages: npt.ArrayLike, n: int) -> IntArray:
+    out = np.asarray(messages, dtype=np.int64).reshape(-1)
+    if out.size != n or (n and int(out.min()) < 1):
+        raise ConfigError(f"{out.size} message counts for {n} flows (each must be >= 1)")
+    return out
 
 
 def _check_paths(platform: Platform, arcs: IntArray, router: str) -> None:
@@ -203,6 +246,81 @@ class Dependencies:
         groups = self.wait[flow][self.wait[flow] >= 0]
         return np.flatnonzero(np.isin(self.member, groups).any(axis=1))
 
+    def merged(self, other: Dependencies) -> Dependencies:
+        """Both sets of groups on the same flows (``other``'s renumbered after ours)."""
+
+        def shifted(a: IntArray) -> IntArray:
+            out: IntArray = np.where(a >= 0, a + self.ngroups, -1)
+            return out
+
+        return Dependencies(
+            np.hstack([self.member, shifted(other.member)]),
+            np.hstack([self.wait, shifted(other.wait)]),
+            self.ngroups + other.ngroups,
+        )
+
+
+def exchange_deps(
+    src_rank: IntArray, dst_rank: IntArray, key: IntArray, serialized: BoolArray
+) -> Dependencies:
+    """Order the two directions of each serialized exchange: the lower rank's first.
+
+    Flows with the same ``key`` (phase or step) and the same unordered rank
+    pair form an exchange when both directions have a ``serialized`` flow;
+    then the flows b->a (b > a) wait for the flows a->b.  One group per such
+    exchange; other flows neither count nor wait.
+
+    >>> a = lambda v: np.array(v, dtype=np.int64)
+    >>> d = exchange_deps(a([0, 1, 2, 3]), a([1, 0, 3, 2]), a([0, 0, 0, 0]),
+    ...                   np.array([True, True, True, False]))
+    >>> d.member[:, 0].tolist(), d.wait[:, 0].tolist(), d.ngroups
+    ([0, -1, -1, -1], [-1, 0, -1, -1], 1)
+    """
+    n = int(src_rank.size)
+    member = np.full((n, 1), -1, dtype=np.int64)
+    wait = np.full((n, 1), -1, dtype=np.int64)
+    idx = np.flatnonzero(serialized & (src_rank != dst_rank))
+    if not idx.size:
+        return Dependencies(member, wait, 0)
+    lo = np.minimum(src_rank[idx], dst_rank[idx])
+    hi = np.maximum(src_rank[idx], dst_rank[idx])
+    _, inverse = np.unique(np.stack([key[idx], lo, hi], axis=1), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    forward = src_rank[idx] < dst_rank[idx]
+    ngroups = int(inverse.max()) + 1
+    both = (np.bincount(inverse[forward], minlength=ngroups) > 0) & (
+        np.bincount(inverse[~forward], minlength=ngroups) > 0
+    )
+    renumber = np.cumsum(both) - 1
+    paired = both[inverse]
+    member[idx[paired & forward], 0] = renumber[inverse[paired & forward]]
+    wait[idx[paired & ~forward], 0] = renumber[inverse[paired & ~forward]]
+    return Dependencies(member, wait, int(both.sum()))
+
+
+def phase_deps(workload: Workload, rows: IntArray, serialized: BoolArray) -> Dependencies | None:
+    """The exchange dependencies among the flows ``rows`` of one phase (None if none).
+
+    ``serialized`` is :meth:`Workload.serialized` for the whole workload.
+    """
+    if not serialized[rows].any():
+        return None
+    deps = exchange_deps(
+        workload.src_rank[rows],
+        workload.dst_rank[rows],
+        np.zeros(rows.size, dtype=np.int64),
+        serialized[rows],
+    )
+    return deps if deps.ngroups else None
+
+
+def serialized_exchanges(workload: Workload, protocol: Protocol) -> int:
+    """How many (phase, rank pair) exchanges ``protocol`` serializes (one occurrence each)."""
+    if not protocol.serializes:
+        return 0
+    mask = workload.serialized(protocol)
+    return exchange_deps(workload.src_rank, workload.dst_rank, workload.phase, mask).ngroups
+
 
 @dataclass(frozen=True, eq=False)
 class Steps:
@@ -221,10 +339,13 @@ class Steps:
         return int(self.flow.size)
 
 
-def rank_steps(workload: Workload, max_flows: int) -> Steps:
+def rank_steps(workload: Workload, max_flows: int, protocol: Protocol | None = None) -> Steps:
     """Unroll the phases (each repeat is a step) and link each flow to its ranks' last steps.
 
-    Raises :class:`ConfigError` when the unrolled workload would exceed ``max_flows``.
+    With a ``protocol`` that serializes exchanges, the reverse direction of each
+    serialized exchange of a step also waits for the forward one
+    (:func:`exchange_deps`).  Raises :class:`ConfigError` when the unrolled
+    workload would exceed ``max_flows``.
     """
     counts = np.bincount(workload.phase, minlength=workload.nphases)
     total = int((counts * workload.phase_repeat).sum())
@@ -237,7 +358,11 @@ def rank_steps(workload: Workload, max_flows: int) -> Steps:
     ptr, order = workload._phase_index
     flow = gather_rows(ptr, order, step_phase)
     step = np.repeat(np.arange(step_phase.size, dtype=np.int64), counts[step_phase])
-    deps = _rank_groups(workload.src_rank[flow], workload.dst_rank[flow], step, step_phase.size)
+    src, dst = workload.src_rank[flow], workload.dst_rank[flow]
+    deps = _rank_groups(src, dst, step, step_phase.size)
+    if protocol is not None and protocol.serializes:
+        extra = exchange_deps(src, dst, step, workload.serialized(protocol)[flow])
+        deps = deps.merged(extra) if extra.ngroups else deps
     return Steps(flow, step, step_phase, deps)
 
 

@@ -104,6 +104,7 @@ def subset(demands: Demands, keep: np.ndarray) -> Demands:
         pick(demands.kind),
         pick(demands.max_hops),
         demands.meta,
+        pick(demands.messages),
     )
 
 

@@ -165,6 +165,16 @@ class Demands:
     ranks (``-1`` for host-level demands); ``phase`` indexes ``phase_labels`` and
     ``phase_repeat``.  ``kind`` and ``max_hops`` carry NetSA annotations
     (0: none, 1: bandwidth, 2: latency) when the pattern has them.
+    ``messages`` counts the MPI messages each flow is made of (the pattern
+    cells' ``messages`` column, at least 1); ``None`` means one message per
+    flow.  The simulator's point-to-point protocol model needs the size of
+    one message (:attr:`message_bytes`).
+
+    >>> a = lambda v: np.array(v, dtype=np.int64)
+    >>> d = Demands(a([0, 1]), a([1, 0]), a([1024, 10]), a([0, 0]), a([0, 1]), a([1, 0]),
+    ...             ("p0",), a([1]), messages=a([4, 1]))
+    >>> d.message_bytes.tolist()
+    [256.0, 10.0]
     """
 
     src: IntArray
@@ -178,9 +188,35 @@ class Demands:
     kind: IntArray | None = None
     max_hops: IntArray | None = None
     meta: Mapping[str, object] = field(default_factory=dict)
+    messages: IntArray | None = None
+
+    def __post_init__(self) -> None:
+        if self.messages is None:
+            return
+        if self.messages.shape != self.src.shape:
+            raise PatternError(
+                f"demands: {self.messages.size} message counts for {self.src.size} flows"
+            )
+        if self.messages.size and int(self.messages.min()) < 1:
+            raise PatternError(
+                f"demands: a flow has {int(self.messages.min())} messages (must be >= 1)"
+            )
 
     def __len__(self) -> int:
         return int(self.src.size)
+
+    @property
+    def message_counts(self) -> IntArray:
+        """Messages per flow (1 where unknown)."""
+        if self.messages is None:
+            return _ro(np.ones(len(self), dtype=np.int64))
+        return self.messages
+
+    @property
+    def message_bytes(self) -> FloatArray:
+        """Mean size of one message of each flow: ``size_bytes / messages``."""
+        out: FloatArray = self.size_bytes / self.message_counts
+        return out
 
     @property
     def nphases(self) -> int:
@@ -194,6 +230,8 @@ class Demands:
         """Flows of a rank-level pattern placed on hosts (intra-host cells dropped).
 
         A host-level pattern needs no placement: its endpoints are host names.
+        Each flow keeps its cell's message count (a cell with bytes but a count
+        of 0 counts as one message).
         """
         if pattern.hosts is not None:
             host_of = np.array([fabric.host_index(h) for h in pattern.hosts], dtype=np.int64)
@@ -209,7 +247,7 @@ class Demands:
             host_of = np.array([fabric.host_index(h) for h in placement.hosts], dtype=np.int64)
             ranks_known = True
         cols: dict[str, list[IntArray]] = {
-            k: [] for k in ("src", "dst", "b", "ph", "sr", "dr", "k", "h")
+            k: [] for k in ("src", "dst", "b", "ph", "sr", "dr", "k", "h", "m")
         }
         annotated = any(p.kind is not None for p in pattern.phases)
         for i, p in enumerate(pattern.phases):
@@ -228,6 +266,7 @@ class Demands:
             zeros = np.zeros(int(keep.sum()), dtype=np.int64)
             cols["k"].append(p.kind[keep] if p.kind is not None else zeros)
             cols["h"].append(p.max_hops[keep] if p.max_hops is not None else zeros)
+            cols["m"].append(np.maximum(p.messages[keep], 1))
         cat = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in cols.items()}
         return cls(
             _ro(cat["src"]),
@@ -241,6 +280,7 @@ class Demands:
             _ro(cat["k"]) if annotated else None,
             _ro(cat["h"]) if annotated else None,
             {"pattern": pattern.name},
+            _ro(cat["m"]),
         )
 
     @classmethod

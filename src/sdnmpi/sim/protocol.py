@@ -1,0 +1,235 @@
+"""The MPI library's point-to-point protocol, as far as it changes flow timing.
+
+An MPI library sends a message of at most its *eager limit* at once: the
+payload follows the match header and the sender does not wait for the
+receiver.  A larger message goes by *rendezvous*: the sender sends a request
+to send, the receiver answers with an acknowledgement once the receive is
+matched, and only then does the payload flow.  Open MPI's ob1 PML does this
+over its BTLs (Woodall et al., High performance RDMA protocols in HPC,
+EuroPVM/MPI 2006; on TCP the limit is the MCA parameter
+``btl_tcp_eager_limit``, 65536 bytes by default in Open MPI 4.1, see
+``ompi_info --param btl tcp --level 9``); UCX, under MPICH's ch4:ucx, switches
+to rendezvous above ``UCX_RNDV_THRESH`` (``ucx_info -f``).
+
+What that does to the network, measured on the emulated fabric (10 Mbit/s
+links, two ranks sending to each other at the same time, one TCP connection
+per rank pair): with Open MPI's TCP transport and default settings, 2 MiB each
+way takes 3.49 s, twice the 1.73 s of one direction alone.  The receiver's
+rendezvous acknowledgement is queued on the connection behind its own
+outgoing payload, so one direction runs after the other.  32 KiB messages,
+below the eager limit, do flow both ways at once, and so do 2 MiB messages
+once the eager limit is raised (``btl_tcp_eager_limit`` and the related TCP
+BTL limits at 4 MiB; for MPICH/UCX ``UCX_RNDV_THRESH=inf``).  The ``-duplex``
+presets keep the serialized exchange for messages above their raised limit
+(an assumption: not measured).  MPICH over UCX switches to rendezvous
+earlier: 21 KiB exchanges already serialize (20 KiB do not).  A window of k messages each way
+(k nonblocking sends and receives, then a wait) serializes as a whole: the
+total is that of one direction after the other.
+
+The model (:func:`sdnmpi.sim.workload.exchange_deps`): when ranks a < b send
+to each other in the same phase (``phases`` mode) or the same step (``ranks``
+mode) and the messages of both directions are larger than the eager limit
+(the mean message size of the flow, ``size_bytes / messages``), a protocol
+whose ``exchange`` is ``"serialized"`` releases the flow b->a only when the
+flow a->b has completed.  An exchange with one direction at or below the
+limit stays concurrent (the eager side does not wait for anything, and the
+acknowledgement it delays is queued behind one small message at most);
+``"concurrent"`` never serializes.  Host-level demands have no ranks, hence
+no rank pairs: the protocol does not apply to them.
+
+Presets (:data:`PROTOCOLS`): ``ideal`` (everything concurrent, the plain flow
+model and the default), ``openmpi`` and ``openmpi-duplex`` (Open MPI 4.1 TCP
+BTL, default and 4 MiB eager limits), ``mpich`` and ``mpich-duplex`` (MPICH
+4.0 over UCX on TCP, default and unbounded rendezvous thresholds).  A spec
+(:func:`parse_protocol`) names a preset and may override its keys:
+``openmpi:eager=1048576``, ``custom:eager=65536,exchange=serialized``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from sdnmpi.errors import ConfigError
+
+Exchange = Literal["serialized", "concurrent"]
+EXCHANGES: tuple[str, ...] = ("serialized", "concurrent")
+
+#: Open MPI 4.1's ``btl_tcp_eager_limit`` default.
+OPENMPI_TCP_EAGER_LIMIT_BYTES = 65536
+#: The raised eager limit of the full-duplex measurements (4 MiB).
+DUPLEX_EAGER_LIMIT_BYTES = 4 * 1024 * 1024
+#: MPICH 4.0 / UCX on TCP: the largest message still sent eagerly, measured on the
+#: emulated fabric with ``sdnmpi-bench bibw`` (20 KiB flowed both ways at once, 21 KiB
+#: serialized).  UCX derives its ``auto`` threshold from the transport's estimated
+#: bandwidth and latency, so it differs between fabrics: ``sdnmpi calibrate`` measures it.
+MPICH_UCX_RNDV_THRESH_BYTES = 20480
+
+_UNBOUNDED = ("inf", "none", "unbounded")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """An MPI library's eager limit and what its rendezvous does to an exchange.
+
+    Messages of at most ``eager_limit_bytes`` go eagerly, larger ones by
+    rendezvous; ``None`` means everything is eager.  ``exchange`` says how a
+    rank pair's two rendezvous directions share its connection in one phase
+    or step: ``"serialized"`` (one after the other) or ``"concurrent"``.
+
+    >>> p = Protocol("openmpi", 65536, "serialized")
+    >>> p.rendezvous(np.array([65536.0, 65537.0])).tolist()
+    [False, True]
+    >>> p.spec
+    'openmpi'
+    """
+
+    name: str
+    eager_limit_bytes: int | None = None
+    exchange: Exchange = "concurrent"
+
+    def __post_init__(self) -> None:
+        if not self.name or any(c in self.name for c in ":,= "):
+            raise ConfigError(f"protocol name {self.name!r} is empty or has one of ':,= '")
+        limit = self.eager_limit_bytes
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise ConfigError(f"protocol {self.name!r}: eager limit {limit!r} is not an integer")
+        if limit is not None and limit < 0:
+            raise ConfigError(f"protocol {self.name!r}: eager limit {limit!r} is negative")
+        if self.exchange not in EXCHANGES:
+            raise ConfigError(
+                f"protocol {self.name!r}: exchange {self.exchange!r} "
+                f"(want one of {', '.join(EXCHANGES)})"
+            )
+
+    @property
+    def serializes(self) -> bool:
+        """Whether some exchange can be serialized (a finite limit and ``serialized``)."""
+        return self.eager_limit_bytes is not None and self.exchange == "serialized"
+
+    def rendezvous(self, message_bytes: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+        """Which messages (sizes in bytes) go by rendezvous: those above the eager limit."""
+        size = np.asarray(message_bytes, dtype=np.float64)
+        if self.eager_limit_bytes is None:
+            return np.zeros(size.shape, dtype=np.bool_)
+        out: npt.NDArray[np.bool_] = size > self.eager_limit_bytes
+        return out
+
+    @property
+    def spec(self) -> str:
+        """A spec :func:`parse_protocol` reads back: the preset name, or every key.
+
+        >>> Protocol("custom", None, "serialized").spec
+        'custom:eager=inf,exchange=serialized'
+        """
+        if PROTOCOLS.get(self.name) == self:
+            return self.name
+        eager = "inf" if self.eager_limit_bytes is None else str(self.eager_limit_bytes)
+        return f"{self.name}:eager={eager},exchange={self.exchange}"
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready."""
+        return {
+            "name": self.name,
+            "spec": self.spec,
+            "eager_limit_bytes": self.eager_limit_bytes,
+            "exchange": self.exchange,
+        }
+
+
+IDEAL = Protocol("ideal", None, "concurrent")
+
+#: The named presets.  ``ideal`` is the plain flow model and the default.
+PROTOCOLS: dict[str, Protocol] = {
+    p.name: p
+    for p in (
+        IDEAL,
+        Protocol("openmpi", OPENMPI_TCP_EAGER_LIMIT_BYTES, "serialized"),
+        Protocol("openmpi-duplex", DUPLEX_EAGER_LIMIT_BYTES, "serialized"),
+        Protocol("mpich", MPICH_UCX_RNDV_THRESH_BYTES, "serialized"),
+        Protocol("mpich-duplex", None, "serialized"),
+    )
+}
+
+#: The base of a spec that names no preset: everything eager until keys say otherwise.
+CUSTOM = "custom"
+KEYS: tuple[str, ...] = ("eager", "exchange")
+
+
+def parse_protocol(spec: str) -> Protocol:
+    """A protocol from ``NAME`` or ``NAME:key=value,...`` (keys ``eager``, ``exchange``).
+
+    ``NAME`` is a preset of :data:`PROTOCOLS` or ``custom`` (everything eager,
+    concurrent); ``eager`` is a byte count or ``inf``.  Raises
+    :class:`~sdnmpi.errors.ConfigError` naming an unknown name, key or bad value.
+
+    >>> parse_protocol("openmpi:eager=1048576")
+    Protocol(name='openmpi', eager_limit_bytes=1048576, exchange='serialized')
+    >>> parse_protocol("custom:eager=65536,exchange=serialized").spec
+    'custom:eager=65536,exchange=serialized'
+    """
+    name, colon, rest = spec.strip().partition(":")
+    base = _base(name.strip(), spec)
+    if not colon:
+        return base
+    if not rest.strip():
+        raise ConfigError(f"protocol spec {spec!r}: nothing after ':'")
+    values = _keys(rest, spec)
+    eager = base.eager_limit_bytes
+    if "eager" in values:
+        eager = _eager(values["eager"], spec)
+    exchange = values.get("exchange", base.exchange)
+    if exchange not in EXCHANGES:
+        raise ConfigError(
+            f"protocol spec {spec!r}: exchange {exchange!r} (want one of {', '.join(EXCHANGES)})"
+        )
+    return replace(base, eager_limit_bytes=eager, exchange=exchange)  # type: ignore[arg-type]
+
+
+def _base(name: str, spec: str) -> Protocol:
+    if name == CUSTOM:
+        return Protocol(CUSTOM)
+    if name not in PROTOCOLS:
+        known = ", ".join([*PROTOCOLS, CUSTOM])
+        raise ConfigError(f"protocol spec {spec!r}: unknown protocol {name!r} (known: {known})")
+    return PROTOCOLS[name]
+
+
+def _keys(rest: str, spec: str) -> dict[str, str]:
+    """``key=value`` items, unknown or repeated keys rejected."""
+    out: dict[str, str] = {}
+    for item in rest.split(","):
+        key, eq, value = (x.strip() for x in item.partition("="))
+        if not eq or not key or not value:
+            raise ConfigError(f"protocol spec {spec!r}: {item.strip()!r} is not key=value")
+        if key not in KEYS:
+            raise ConfigError(
+                f"protocol spec {spec!r}: unknown key {key!r} (known: {', '.join(KEYS)})"
+            )
+        if key in out:
+            raise ConfigError(f"protocol spec {spec!r}: key {key!r} given twice")
+        out[key] = value
+    return out
+
+
+def _eager(value: str, spec: str) -> int | None:
+    """An eager limit: a non-negative byte count, or ``inf`` for none."""
+    if value.lower() in _UNBOUNDED:
+        return None
+    if not (value.isascii() and value.isdigit()):
+        raise ConfigError(
+            f"protocol spec {spec!r}: eager={value!r} is not a byte count >= 0 or 'inf'"
+        )
+    return int(value)
+
+
+def resolve_protocol(protocol: Protocol | str | None) -> Protocol:
+    """``None`` is :data:`IDEAL`; a string is parsed (:func:`parse_protocol`)."""
+    if protocol is None:
+        return IDEAL
+    if isinstance(protocol, str):
+        return parse_protocol(protocol)
+    return protocol
