@@ -85,7 +85,7 @@ clean:
 # C parts. mpibench: build/{mpich,openmpi}/sdnmpi-bench (a flavour whose
 # compiler wrapper is missing is skipped with a message).
 .PHONY: csrc mpibench
-csrc: mpibench replay bpf pmpi spank
+csrc: mpibench replay idle bpf pmpi spank
 mpibench:
 	$(MAKE) -C csrc/mpibench
 # replay: build/{mpich,openmpi}/sdnmpi-replay, the pattern replayer (and its
@@ -93,6 +93,10 @@ mpibench:
 .PHONY: replay
 replay:
 	$(MAKE) -C csrc/replay
+# idle: build/idle/libsdnmpi_idle.so, makes waiting ranks sleep on the emulated cluster.
+.PHONY: idle
+idle:
+	$(MAKE) -C csrc/idle
 # pmpi: build/{mpich,openmpi}/libsdnmpi.so, the LD_PRELOAD PMPI library.
 .PHONY: pmpi
 pmpi:

@@ -256,12 +256,17 @@ def tag_env(name: str, ctl: Controller, job: str, mode: str = "tag") -> list[str
 
 
 def mpirun_json(
-    name: str, hosts: tuple[str, ...], program: list[str], env: list[str], timeout_s: float
+    name: str,
+    hosts: tuple[str, ...],
+    program: list[str],
+    env: list[str],
+    timeout_s: float,
+    mpi: str = "openmpi",
 ) -> tuple[dict[str, Any], str]:
-    """``program`` (an sdnmpi-bench ``--json`` run) as Open MPI ranks on ``hosts``: its JSON
-    document and stderr.  A failure, or a rank running untagged, raises; on Ctrl-C the
-    CLI child gets SIGINT and stops its MPI job."""
-    argv = ["emu", "mpirun", "--name", name, "-n", str(len(hosts)), "--mpi", "openmpi"]
+    """``program`` (an sdnmpi-bench or sdnmpi-replay ``--json`` run) as MPI ranks of
+    flavour ``mpi`` on ``hosts``: its JSON document and stderr.  A failure, or a rank
+    running untagged, raises; on Ctrl-C the CLI child gets SIGINT and stops its MPI job."""
+    argv = ["emu", "mpirun", "--name", name, "-n", str(len(hosts)), "--mpi", mpi]
     argv += ["--hosts", ",".join(hosts), "--timeout", str(round(timeout_s))]
     argv += [a for e in env for a in ("--env", e)]
     proc = subprocess.Popen(

@@ -73,6 +73,16 @@ static int parse_slot(const char *value, int *slot, sdn_report_fn report, void *
 	return 0;
 }
 
+static int parse_duplex(const char *value, int *duplex, sdn_report_fn report, void *ctx)
+{
+	if (strcmp(value, "0") != 0 && strcmp(value, "1") != 0) {
+		reportf(report, ctx, "SDNMPI_DUPLEX '%s' is not 0 or 1; ignored", value);
+		return 1;
+	}
+	*duplex = value[0] == '1';
+	return 0;
+}
+
 static int mode_bit(const char *word, unsigned *bit)
 {
 	for (size_t i = 0; i < N_MODES; i++) {
@@ -145,9 +155,11 @@ int sdn_config_set(struct sdn_config *cfg, const char *key, const char *value,
 		return parse_slot(value, &cfg->job_slot, report, ctx);
 	if (strcmp(key, "SDNMPI_PUSH_TIMEOUT_MS") == 0)
 		return parse_timeout(value, &cfg->push_timeout_ms, report, ctx);
+	if (strcmp(key, "SDNMPI_DUPLEX") == 0)
+		return parse_duplex(value, &cfg->duplex, report, ctx);
 	reportf(report, ctx,
 		"unknown key '%s' ignored (valid: SDNMPI_MODE, SDNMPI_TRACE_DIR, SDNMPI_JOB, "
-		"SDNMPI_AGENT_SOCKET, SDNMPI_JOB_SLOT, SDNMPI_PUSH_TIMEOUT_MS)",
+		"SDNMPI_AGENT_SOCKET, SDNMPI_JOB_SLOT, SDNMPI_PUSH_TIMEOUT_MS, SDNMPI_DUPLEX)",
 		key);
 	return 1;
 }
@@ -203,7 +215,7 @@ int sdn_config_load(struct sdn_config *cfg, sdn_getenv_fn get, sdn_report_fn rep
 {
 	static const char *const keys[] = {"SDNMPI_MODE", "SDNMPI_TRACE_DIR", "SDNMPI_JOB",
 					   "SDNMPI_AGENT_SOCKET", "SDNMPI_JOB_SLOT",
-					   "SDNMPI_PUSH_TIMEOUT_MS"};
+					   "SDNMPI_PUSH_TIMEOUT_MS", "SDNMPI_DUPLEX"};
 	const char *path = get("SDNMPI_CONFIG");
 	int problems = 0;
 

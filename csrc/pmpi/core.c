@@ -11,6 +11,7 @@
 
 #include "comms.h"
 #include "config.h"
+#include "duplex.h"
 #include "node.h"
 #include "reqmap.h"
 #include "trace.h"
@@ -173,6 +174,24 @@ static void check_trace_dir(void)
 static const char *env(const char *name)
 {
 	return getenv(name);
+}
+
+/* SDNMPI_DUPLEX=1: the full-duplex settings (docs/mpi-duplex.md) go into this
+ * process's environment when the library is loaded, before main().  Open MPI
+ * reads its MCA variables and UCX its configuration inside MPI_Init, so the top
+ * of the MPI_Init wrapper would do as well (both checked on loopback: Open MPI's
+ * mpi_show_mca_params, and the receiver's memory for unexpected eager messages
+ * with both libraries); a constructor also precedes MPI_T_init_thread (not
+ * wrapped) and any thread of the program (setenv is not thread-safe).  A
+ * variable already set is kept.  Configuration problems are reported by
+ * on_init, after MPI_Init, like every other. */
+__attribute__((constructor)) static void set_duplex(void)
+{
+	static struct sdn_config cfg; /* two paths of 4 KiB: not on the stack */
+
+	sdn_config_load(&cfg, env, NULL, NULL);
+	if (cfg.duplex)
+		sdn_duplex_apply(env, setenv);
 }
 
 static void on_init(void)

@@ -10,12 +10,14 @@
 
 #include <utility>
 
+#include <sdnmpi/duplex.h>
+
 namespace sdnmpi::spank {
 namespace {
 
 constexpr std::size_t kMaxPatternNameBytes = 256;
 constexpr const char *kKnownKeys =
-    "manager, timeout, connect_timeout, default_pattern, require, tls_ca, token_file";
+    "manager, timeout, connect_timeout, default_pattern, require, tls_ca, token_file, duplex";
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -159,6 +161,8 @@ std::string apply_arg(std::string_view arg, Config &cfg, std::string &seen) {
         err = parse_abs_path(key, value, cfg.tls_ca);
     } else if (key == "token_file") {
         err = parse_abs_path(key, value, cfg.token_file);
+    } else if (key == "duplex") {
+        err = parse_bool01(key, value, cfg.duplex);
     } else {
         err = "unknown plugstack argument " + quoted(key) + " (known: " + kKnownKeys + ")";
     }
@@ -314,6 +318,24 @@ std::string read_pattern_file(const std::string &path, std::uint64_t max_bytes, 
     if (!err.empty()) return err;
     data.swap(buf);
     return "";
+}
+
+bool wants_duplex(const Config &cfg, std::string_view option_value) {
+    return cfg.duplex && (!option_value.empty() || !cfg.default_pattern.empty());
+}
+
+DuplexResult apply_duplex(const std::function<SetEnvResult(const char *, const char *)> &set_env) {
+    DuplexResult r;
+    for (const sdnmpi_duplex_var &v : sdnmpi_duplex_vars) {
+        switch (set_env(v.name, v.value)) {
+        case SetEnvResult::kSet: r.set++; break;
+        case SetEnvResult::kKept: r.kept++; break;
+        case SetEnvResult::kFailed:
+            r.failed += (r.failed.empty() ? "" : ",") + std::string(v.name);
+            break;
+        }
+    }
+    return r;
 }
 
 std::string base_name(std::string_view path) {

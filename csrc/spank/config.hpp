@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -40,11 +41,12 @@ struct Config {
     bool require = false;            // fail closed instead of open
     std::string tls_ca;              // PEM file (TCP only)
     std::string token_file;          // bearer token file (TCP with TLS only)
+    bool duplex = true;              // full-duplex MPI settings for jobs with a pattern
 };
 
 // Parse plugstack.conf arguments: `manager=`, `timeout=`, `connect_timeout=`,
-// `default_pattern=`, `require=`, `tls_ca=`, `token_file=`.  Unknown and
-// repeated keys are rejected.
+// `default_pattern=`, `require=`, `tls_ca=`, `token_file=`, `duplex=`.  Unknown
+// and repeated keys are rejected.
 std::string parse_plugstack_args(int argc, const char *const argv[], Config &out);
 
 // "unix:/abs/path" (absolute, at most 107 bytes) or "host:port" / "[v6]:port".
@@ -98,6 +100,26 @@ std::string resolve_pattern(std::string_view option_value, const Config &cfg, bo
 // Errors start with `label` and the quoted path.
 std::string read_pattern_file(const std::string &path, std::uint64_t max_bytes, std::string &data,
                               const char *label = "pattern file");
+
+// Whether a job step's tasks get the full-duplex MPI settings
+// (csrc/include/sdnmpi/duplex.h, docs/mpi-duplex.md): duplex=1 and the step has a
+// communication pattern (--comm-pattern=VALUE, or default_pattern).
+bool wants_duplex(const Config &cfg, std::string_view option_value);
+
+// What setting one variable without overwriting it did.
+enum class SetEnvResult { kSet, kKept, kFailed };
+
+// The outcome of apply_duplex: how many variables were set, how many the job's
+// environment already had (the user's value is kept), and the names that failed.
+struct DuplexResult {
+    int set = 0;
+    int kept = 0;
+    std::string failed;  // comma-separated names, empty if none
+};
+
+// Set every variable of the duplex table through set_env(name, value), which
+// must not overwrite a variable that exists (spank_setenv(..., 0)).
+DuplexResult apply_duplex(const std::function<SetEnvResult(const char *, const char *)> &set_env);
 
 // The last path component ("/a/b/cg.json" -> "cg.json"): PatternFile.filename.
 std::string base_name(std::string_view path);

@@ -11,6 +11,9 @@
 //   local      option callback        srun: the same check
 //   local      local_user_init        srun: read the pattern file (the user's view of
 //                                     the filesystem), CreateJob + StartJob
+//   remote     user_init              slurmstepd, before the tasks are forked: the
+//                                     full-duplex MPI settings (duplex=1, default) into
+//                                     the step's environment, which every task inherits
 //   remote     task_post_fork         slurmstepd: after the last local task is forked,
 //                                     RegisterProcess for every local task, then
 //                                     WaitRoutes; the tasks wait for this hook before
@@ -41,6 +44,16 @@
 // manager that is down, slow or answering an error costs one "sdnmpi:" log line
 // and the job runs on default routes, unless require=1 (then the hook fails).
 // No RPC at all without --comm-pattern and without default_pattern.
+//
+// Why the full-duplex settings (sdnmpi/duplex.h, docs/mpi-duplex.md) are set in
+// user_init: it runs once per step and node in slurmstepd, after the step's
+// environment (srun's, with the user's variables) is known and before any task
+// is forked, and spank_setenv there changes that environment, which every task
+// execs with.  spank_setenv(..., 0) keeps a variable the user set.  task_init
+// would do the same once per task, in each forked task; task_post_fork is too
+// late (the tasks have their copy of the environment).  Only steps with a
+// pattern get them: a job without one has not asked for sdnmpi, and the
+// settings cost memory at the receiver, so the plugin leaves it as it is.
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -71,6 +84,7 @@ const unsigned int spank_plugin_version = 0;
 
 SDN_EXPORT int slurm_spank_init(spank_t sp, int ac, char **av);
 SDN_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av);
+SDN_EXPORT int slurm_spank_user_init(spank_t sp, int ac, char **av);
 SDN_EXPORT int slurm_spank_task_post_fork(spank_t sp, int ac, char **av);
 SDN_EXPORT int slurm_spank_exit(spank_t sp, int ac, char **av);
 }
@@ -283,6 +297,29 @@ int remote_task_forked(spank_t sp) {
     return rc_of(o);
 }
 
+// slurmstepd, before the tasks are forked: the full-duplex MPI settings into the
+// step's environment (the user's values kept).  Never fails the step.
+int remote_set_duplex(spank_t sp) {
+    spank_err_t e = read_step(sp);
+    if (e != ESPANK_SUCCESS) {
+        log_line(LogLevel::kVerbose, std::string("no job or step id (") + spank_strerror(e) +
+                                         "); full-duplex MPI settings not set");
+        return 0;
+    }
+    if (!g.regular_step) return 0;
+    DuplexResult r = apply_duplex([sp](const char *name, const char *value) {
+        spank_err_t err = spank_setenv(sp, name, value, 0);
+        if (err == ESPANK_SUCCESS) return SetEnvResult::kSet;
+        return err == ESPANK_ENV_EXISTS ? SetEnvResult::kKept : SetEnvResult::kFailed;
+    });
+    std::string msg = "job " + std::to_string(g.job_id) + ": full-duplex MPI settings: " +
+                      std::to_string(r.set) + " set, " + std::to_string(r.kept) +
+                      " kept from the job's environment";
+    if (!r.failed.empty()) msg += ", failed: " + r.failed;
+    log_line(r.failed.empty() ? LogLevel::kVerbose : LogLevel::kInfo, msg);
+    return 0;
+}
+
 // slurmstepd at step end: node 0 of a regular step finishes the job.
 int remote_exit(spank_t sp) {
     if (read_step(sp) != ESPANK_SUCCESS || !g.regular_step || g.node_id != 0) return 0;
@@ -319,6 +356,15 @@ int slurm_spank_local_user_init(spank_t sp, int, char **) {
     return guarded("local_user_init", [&]() -> int {
         if (spank_context() != S_CTX_LOCAL || !g.configured) return 0;
         return local_start(sp);
+    });
+}
+
+int slurm_spank_user_init(spank_t sp, int, char **) {
+    return guarded("user_init", [&]() -> int {
+        if (spank_context() != S_CTX_REMOTE || !g.configured ||
+            !wants_duplex(g.cfg, g.pattern))
+            return 0;
+        return remote_set_duplex(sp);
     });
 }
 

@@ -18,6 +18,7 @@ from sdnmpi.emu import mpi as emu_mpi
 from sdnmpi.emu import runner
 from sdnmpi.emu.plan import (
     IFNAMSIZ,
+    OVS_WMEM_DEFAULT,
     FabricPlan,
     Resource,
     fabric_network,
@@ -326,3 +327,66 @@ def test_rank_environment_reaches_both_launchers():
     assert mpich[i - 1 : i + 2] == ["-genv", "LD_PRELOAD", "/x/libsdnmpi.so"]
     with pytest.raises(ConfigError, match="not a variable name"):
         emu_mpi.mpi_launch(plan, ["./a"], nprocs=2, rank_env={"1BAD": "x"})
+
+
+def test_hosts_get_the_congestion_control_and_state_keeps_it(tmp_path: Path):
+    topo = leaf_spine(1, 2, 2)
+    cubic = make_plan(topo, "cc", state_root=tmp_path)
+    assert cubic.tcp_congestion == "cubic"
+    sets = [
+        s.argv for s in cubic.steps if s.argv and "net.ipv4.tcp_congestion_control=cubic" in s.argv
+    ]
+    assert len(sets) == len(topo.hosts)
+    kernel = make_plan(topo, "cc", state_root=tmp_path, tcp_congestion=None)
+    assert not any(
+        s.argv and "net.ipv4.tcp_congestion_control" in " ".join(s.argv) for s in kernel.steps
+    )
+    with pytest.raises(ConfigError, match="not an algorithm name"):
+        make_plan(topo, "cc", tcp_congestion="cubic; rm -rf /")
+    state = FabricState("cc", tmp_path, topo, 0.05, None, False, tcp_congestion="reno")
+    save_state(state)
+    loaded = load_state(tmp_path, "cc")
+    assert loaded is not None and loaded.tcp_congestion == "reno"
+    assert loaded.plan().tcp_congestion == "reno"
+    old = state.to_dict()
+    del old["tcp_congestion"]  # a state file written before the key existed
+    assert state_from_dict(old, "old.json").tcp_congestion is None
+
+
+def test_allowed_congestion_is_added_and_restored(tmp_path: Path, monkeypatch):
+    proc = tmp_path / "proc"
+    (proc / "net/ipv4").mkdir(parents=True)
+    (proc / "net/ipv4/tcp_available_congestion_control").write_text("reno bbr cubic\n")
+    allowed = proc / "net/ipv4/tcp_allowed_congestion_control"
+    allowed.write_text("reno bbr\n")
+    monkeypatch.setattr(runner, "PROC_SYS", proc)
+    topo = leaf_spine(1, 2, 2)
+    plan = make_plan(topo, "cc", state_root=tmp_path)
+    state = FabricState("cc", tmp_path, topo, 0.05, None, False, tcp_congestion="cubic")
+    state = runner._allow_congestion(plan, state)
+    assert allowed.read_text().split() == ["reno", "bbr", "cubic"]
+    res = [r for r in state.resources if r.kind == "sysctl"]
+    assert res == [Resource("sysctl", "net.ipv4.tcp_allowed_congestion_control=reno bbr")]
+    assert load_state(tmp_path, "cc") == state  # recorded before the change
+    assert runner._allow_congestion(plan, state) == state  # already allowed: nothing more
+    runner._remove(res[0], state)
+    assert allowed.read_text().split() == ["reno", "bbr"]
+    with pytest.raises(ConfigError, match="not in this kernel"):
+        runner._allow_congestion(replace(plan, tcp_congestion="vegas"), state)
+
+
+def test_wmem_default_is_raised_and_restored(tmp_path: Path, monkeypatch):
+    proc = tmp_path / "proc"
+    (proc / "net/core").mkdir(parents=True)
+    wmem = proc / "net/core/wmem_default"
+    wmem.write_text("212992\n")
+    monkeypatch.setattr(runner, "PROC_SYS", proc)
+    state = FabricState("w", tmp_path, leaf_spine(1, 2, 2), 0.05, None, False)
+    state = runner._raise_wmem_default(state)
+    assert int(wmem.read_text()) == OVS_WMEM_DEFAULT
+    assert [r.name for r in state.resources] == ["net.core.wmem_default=212992"]
+    assert runner._raise_wmem_default(state) == state
+    runner._remove(state.resources[0], state)
+    assert wmem.read_text().strip() == "212992"
+    with pytest.raises(runner.EmuError, match="unknown sysctl"):
+        runner._remove(Resource("sysctl", "kernel.panic=1"), state)

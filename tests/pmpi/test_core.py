@@ -12,6 +12,7 @@ import pytest
 from sdnmpi.core.collectives import expand
 from sdnmpi.formats.pfprof import load_pfprof
 from sdnmpi.formats.sdnmpitrace import load_sdnmpi_trace
+from sdnmpi.node.duplex import DUPLEX_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,6 +47,14 @@ def test_c_unit_tests_pass(core_outputs):
     assert stdout.strip().endswith(", 0 failures")
     checks = int(stdout.split("test_core: ")[1].split(" checks")[0])
     assert checks > 1000
+
+
+def test_compiled_duplex_table_equals_python(core_outputs):
+    """csrc/include/sdnmpi/duplex.h as the compiler sees it (test_core prints it)."""
+    stdout, _ = core_outputs
+    rows = [ln.split(" ", 2) for ln in stdout.splitlines() if ln.startswith("duplex ")]
+    printed = [(lib, *pair.split("=", 1)) for _, lib, pair in rows]
+    assert printed == [(lib, n, v) for lib, env in DUPLEX_ENV.items() for n, v in env.items()]
 
 
 def test_written_trace_reads_back(core_outputs):

@@ -19,6 +19,7 @@ EXPORTED = {
     "spank_plugin_version",
     "slurm_spank_init",
     "slurm_spank_local_user_init",
+    "slurm_spank_user_init",
     "slurm_spank_task_post_fork",
     "slurm_spank_exit",
 }
@@ -64,6 +65,7 @@ def test_plugin_needs_only_slurm_from_its_host(spank_build: SpankBuild) -> None:
         "spank_context",
         "spank_get_item",
         "spank_option_register",
+        "spank_setenv",
         "spank_strerror",
     }
     assert "__stack_chk_fail" in undefined  # -fstack-protector-strong

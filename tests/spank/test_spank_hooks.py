@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from sdnmpi.node.duplex import duplex_env
 from sdnmpi.wire import manager_pb2 as pb
 from tests.spank import fake_manager as fm
 from tests.spank.conftest import OUT, SpankBuild
@@ -226,3 +227,60 @@ def test_bad_plugstack_arguments_fail_init(spank_build) -> None:
         "error: sdnmpi: plugstack.conf: timeout='soon': expected seconds, e.g. 10 or 0.5; "
         "plugin disabled"
     ]
+
+
+def job_env(run: HostRun) -> dict[str, str]:
+    """The job's environment after the hooks (fake_slurm_host's "env NAME=VALUE" lines)."""
+    return {k.removeprefix("env "): v for k, v in run.hooks.items() if k.startswith("env ")}
+
+
+def test_a_step_with_a_pattern_gets_the_duplex_settings(spank_build, manager) -> None:
+    args = (f"manager={manager.address}",)
+    run = host(spank_build, "remote", "--opt", "cg:8", "--tasks", "0:5", args=args)
+    assert run.hooks["user_init"] == "0"
+    assert job_env(run) == duplex_env()
+    done = "verbose: sdnmpi: job 42: full-duplex MPI settings: 4 set, 0 kept from the job's env"
+    assert [line for line in run.lines if line.startswith(done)] == [done + "ironment"]
+    default = host(spank_build, "remote", "--tasks", "0:5", args=(*args, "default_pattern=r:2"))
+    assert job_env(default) == duplex_env()
+
+
+def test_the_users_values_are_kept(spank_build, manager) -> None:
+    run = host(
+        spank_build,
+        "remote",
+        "--opt",
+        "cg:8",
+        "--tasks",
+        "0:5",
+        "--env",
+        "UCX_RNDV_THRESH=64k",
+        "--env",
+        "OMPI_MCA_btl_tcp_eager_limit=",
+        args=(f"manager={manager.address}",),
+    )
+    env = job_env(run)
+    assert env["UCX_RNDV_THRESH"] == "64k"
+    assert env["OMPI_MCA_btl_tcp_eager_limit"] == ""
+    assert env["OMPI_MCA_btl_tcp_max_send_size"] == "4194304"
+    assert any("2 set, 2 kept" in line for line in run.lines)
+
+
+def test_no_duplex_settings_without_a_pattern_or_with_duplex_0(spank_build, manager) -> None:
+    args = (f"manager={manager.address}",)
+    plain = host(spank_build, "remote", "--tasks", "0:5", args=args)
+    off = host(spank_build, "remote", "--opt", "cg:8", "--tasks", "0:5", args=(*args, "duplex=0"))
+    batch = host(spank_build, "remote", "--opt", "cg:8", "--step", BATCH_STEP, "--tasks", "0:5",
+                 args=args)  # fmt: skip
+    for run in (plain, off, batch):
+        assert run.hooks["user_init"] == "0"
+        assert job_env(run) == {}
+    assert plain.lines == [] and batch.lines == []
+
+
+def test_srun_and_sbatch_set_nothing(spank_build, manager) -> None:
+    """The settings go into the step's environment on the nodes, not the submitter's."""
+    for context in ("local", "allocator"):
+        run = host(spank_build, context, "--opt", "cg:8", args=(f"manager={manager.address}",))
+        assert "user_init" not in run.hooks
+        assert job_env(run) == {}

@@ -1,7 +1,10 @@
-/* Unit tests of libsdnmpi's MPI-free core: configuration, event buffer, JSON
- * escaping, histogram and the two writers.  Run by tests/pmpi/test_core.py.
+/* Unit tests of libsdnmpi's MPI-free core: configuration, SDNMPI_DUPLEX, event
+ * buffer, JSON escaping, histogram and the two writers.  Run by
+ * tests/pmpi/test_core.py.
  * Usage: test_core [OUTDIR]   (with OUTDIR: also writes a 2-rank trace there,
- * which the Python side reads back with its own reader). */
+ * which the Python side reads back with its own reader).  Prints the compiled
+ * duplex table first, one "duplex LIBRARY NAME=VALUE" line per variable
+ * (tests/node/test_duplex.py compares it with sdnmpi.node.duplex). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,11 +14,14 @@
 
 #include "agentc.h"
 #include "config.h"
+#include "duplex.h"
 #include "event.h"
 #include "histo.h"
 #include "jsonw.h"
 #include "reqmap.h"
 #include "trace.h"
+
+#include <sdnmpi/duplex.h>
 
 static int failures, checks;
 
@@ -94,6 +100,112 @@ static void test_config_file(const char *dir)
 	n_reported = 0;
 	CHECK(sdn_config_load(&cfg, fake_getenv, record_report, NULL) == 1);
 	CHECK(strstr(reported[0], "cannot read SDNMPI_CONFIG /nonexistent/sdnmpi.conf"));
+	fake_env[2][1] = NULL;
+}
+
+/* An environment of at most 8 variables for sdn_duplex_apply. */
+static struct {
+	char name[64], value[64];
+} dx_env[8];
+static int dx_n, dx_sets, dx_fail_on;
+
+static const char *dx_getenv(const char *name)
+{
+	for (int i = 0; i < dx_n; i++)
+		if (strcmp(dx_env[i].name, name) == 0)
+			return dx_env[i].value;
+	return NULL;
+}
+
+static int dx_setenv(const char *name, const char *value, int overwrite)
+{
+	dx_sets++;
+	if (dx_sets == dx_fail_on || dx_n == 8)
+		return -1;
+	CHECK(overwrite == 0);
+	if (dx_getenv(name))
+		return 0;
+	snprintf(dx_env[dx_n].name, sizeof(dx_env[0].name), "%s", name);
+	snprintf(dx_env[dx_n].value, sizeof(dx_env[0].value), "%s", value);
+	dx_n++;
+	return 0;
+}
+
+static void dx_reset(void)
+{
+	dx_n = dx_sets = dx_fail_on = 0;
+}
+
+static void test_duplex(void)
+{
+	struct sdn_config cfg;
+
+	for (size_t i = 0; i < SDNMPI_DUPLEX_NVARS; i++)
+		printf("duplex %s %s=%s\n", sdnmpi_duplex_vars[i].library, sdnmpi_duplex_vars[i].name,
+		       sdnmpi_duplex_vars[i].value);
+	/* the key: 0 or 1, anything else reported and ignored */
+	sdn_config_defaults(&cfg);
+	CHECK(cfg.duplex == 0);
+	CHECK(sdn_config_set(&cfg, "SDNMPI_DUPLEX", "1", NULL, NULL) == 0 && cfg.duplex == 1);
+	n_reported = 0;
+	CHECK(sdn_config_set(&cfg, "SDNMPI_DUPLEX", "yes", record_report, NULL) == 1);
+	CHECK(cfg.duplex == 1 && n_reported == 1);
+	CHECK(strcmp(reported[0], "SDNMPI_DUPLEX 'yes' is not 0 or 1; ignored") == 0);
+	CHECK(sdn_config_set(&cfg, "SDNMPI_DUPLEX", "", NULL, NULL) == 1 && cfg.duplex == 1);
+	CHECK(sdn_config_set(&cfg, "SDNMPI_DUPLEX", "10", NULL, NULL) == 1 && cfg.duplex == 1);
+	CHECK(sdn_config_set(&cfg, "SDNMPI_DUPLEX", "0", NULL, NULL) == 0 && cfg.duplex == 0);
+	/* every variable set in an empty environment */
+	dx_reset();
+	CHECK(sdn_duplex_apply(dx_getenv, dx_setenv) == (int)SDNMPI_DUPLEX_NVARS);
+	CHECK(dx_n == (int)SDNMPI_DUPLEX_NVARS);
+	for (size_t i = 0; i < SDNMPI_DUPLEX_NVARS; i++) {
+		const char *v = dx_getenv(sdnmpi_duplex_vars[i].name);
+		CHECK(v && strcmp(v, sdnmpi_duplex_vars[i].value) == 0);
+	}
+	CHECK(strcmp(dx_getenv("OMPI_MCA_btl_tcp_eager_limit"), "4194304") == 0);
+	CHECK(strcmp(dx_getenv("UCX_RNDV_THRESH"), "inf") == 0);
+	/* the user's values are kept, even an empty one; the others are set */
+	dx_reset();
+	dx_setenv("UCX_RNDV_THRESH", "64k", 0);
+	dx_setenv("OMPI_MCA_btl_tcp_eager_limit", "", 0);
+	dx_sets = 0;
+	CHECK(sdn_duplex_apply(dx_getenv, dx_setenv) == (int)SDNMPI_DUPLEX_NVARS - 2);
+	CHECK(dx_sets == (int)SDNMPI_DUPLEX_NVARS - 2);
+	CHECK(strcmp(dx_getenv("UCX_RNDV_THRESH"), "64k") == 0);
+	CHECK(strcmp(dx_getenv("OMPI_MCA_btl_tcp_eager_limit"), "") == 0);
+	CHECK(strcmp(dx_getenv("OMPI_MCA_btl_tcp_max_send_size"), "4194304") == 0);
+	/* a failed setenv is reported, the others are still set */
+	dx_reset();
+	dx_fail_on = 1;
+	CHECK(sdn_duplex_apply(dx_getenv, dx_setenv) == -1);
+	CHECK(dx_n == (int)SDNMPI_DUPLEX_NVARS - 1);
+	dx_reset();
+}
+
+static void test_duplex_config_file(const char *dir)
+{
+	char path[1024];
+	struct sdn_config cfg;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/duplex.conf", dir);
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	fputs("SDNMPI_DUPLEX=1\n", f);
+	fclose(f);
+	fake_env[2][1] = path;
+	CHECK(sdn_config_load(&cfg, fake_getenv, NULL, NULL) == 0 && cfg.duplex == 1);
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	fputs("SDNMPI_DUPLEX=on\n", f);
+	fclose(f);
+	n_reported = 0;
+	CHECK(sdn_config_load(&cfg, fake_getenv, record_report, NULL) == 1 && cfg.duplex == 0);
+	CHECK(n_reported == 1 && strstr(reported[0], "SDNMPI_DUPLEX 'on' is not 0 or 1"));
 	fake_env[2][1] = NULL;
 }
 
@@ -358,6 +470,8 @@ int main(int argc, char **argv)
 
 	test_modes();
 	test_config_file(outdir ? outdir : "/tmp");
+	test_duplex();
+	test_duplex_config_file(outdir ? outdir : "/tmp");
 	test_evbuf();
 	test_json();
 	test_histo();

@@ -2,16 +2,19 @@
 // slurmd do (dlopen, RTLD_NOW: the plugin is linked -z now) and calls its hooks
 // in Slurm's order for one context, providing the SPANK API it uses
 // (spank_context, spank_option_register, spank_get_item with Slurm's
-// per-context item rules, spank_strerror, slurm_error/info/verbose/debug).
+// per-context item rules, spank_setenv on the job's environment (remote only),
+// spank_strerror, slurm_error/info/verbose/debug).
 // Not Slurm: a harness to test the plugin's glue without slurmd.
 //
 //   fake_slurm_host PLUGIN CONTEXT [options] [-- PLUGSTACK_ARGS...]
 //   CONTEXT: local (srun) | remote (slurmstepd) | allocator (sbatch) | slurmd
 //   options: --opt VALUE (--comm-pattern)  --job N  --step N  --node-id N  --uid N
 //            --ntasks N  --name NAME (SLURM_JOB_NAME)  --tasks RANK:PID[,RANK:PID...]
+//            --env NAME=VALUE (in the job's environment; repeatable)
 //
 // Prints each hook's return code ("init=0", "option=-1", "task_post_fork[1]=0",
-// ...) on stdout, the plugin's log lines on stderr as "LEVEL: MESSAGE".
+// ...) on stdout, then the job's environment after the hooks ("env NAME=VALUE"
+// lines), and the plugin's log lines on stderr as "LEVEL: MESSAGE".
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -83,6 +86,13 @@ void vlog(const char *level, const char *fmt, va_list ap) {
     std::fputc('\n', stderr);
 }
 
+// S_JOB_ENV's array, after f.env_store changed.
+void rebuild_env() {
+    f.env.clear();
+    for (std::string &e : f.env_store) f.env.push_back(e.data());
+    f.env.push_back(nullptr);
+}
+
 std::uint32_t number(const char *text) {
     return static_cast<std::uint32_t>(std::strtoul(text, nullptr, 0));
 }
@@ -131,6 +141,24 @@ __attribute__((visibility("default"))) spank_err_t spank_get_item(spank_t, spank
     }
     va_end(ap);
     return rc;
+}
+
+// Slurm's rule: the job's environment exists in the remote context only.
+__attribute__((visibility("default"))) spank_err_t spank_setenv(spank_t, const char *var,
+                                                                const char *val, int overwrite) {
+    if (f.ctx != S_CTX_REMOTE) return err(ESPANK_NOT_REMOTE);
+    if (var == nullptr || val == nullptr) return err(ESPANK_BAD_ARG);
+    std::string prefix = std::string(var) + "=";
+    for (std::string &e : f.env_store) {
+        if (e.compare(0, prefix.size(), prefix) != 0) continue;
+        if (overwrite == 0) return err(ESPANK_ENV_EXISTS);
+        e = prefix + val;
+        rebuild_env();
+        return err(ESPANK_SUCCESS);
+    }
+    f.env_store.push_back(prefix + val);
+    rebuild_env();
+    return err(ESPANK_SUCCESS);
 }
 
 __attribute__((visibility("default"))) void slurm_error(const char *fmt, ...) {
@@ -207,6 +235,9 @@ int parse_args(int argc, char **argv, std::string &opt, bool &have_opt, std::vec
             f.ntasks = number(v);
         } else if (a == "--name") {
             f.env_store.push_back(std::string("SLURM_JOB_NAME=") + v);
+        } else if (a == "--env") {
+            if (std::strchr(v, '=') == nullptr) return -1;
+            f.env_store.push_back(v);
         } else if (a == "--tasks") {
             for (char *tok = std::strtok(const_cast<char *>(v), ","); tok != nullptr;
                  tok = std::strtok(nullptr, ",")) {
@@ -272,8 +303,7 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "fake_slurm_host: bad arguments\n");
         return 2;
     }
-    for (std::string &e : f.env_store) f.env.push_back(e.data());
-    f.env.push_back(nullptr);
+    rebuild_env();
     static char prog[] = "/usr/bin/mpi_app";
     f.argv = {prog, nullptr};
     p.dl = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -285,6 +315,7 @@ int main(int argc, char **argv) {
     const char *type = static_cast<const char *>(dlsym(p.dl, "plugin_type"));
     std::printf("plugin=%s type=%s\n", name ? name : "?", type ? type : "?");
     int rc = run(p, have_opt, opt);
+    for (const std::string &e : f.env_store) std::printf("env %s\n", e.c_str());
     dlclose(p.dl);  // srun and slurmstepd unload plugins before they exit
     std::printf("unloaded\n");
     std::fflush(stdout);

@@ -1,10 +1,13 @@
 // Unit tests of the SPANK plugin's parsers (config.cpp): no Slurm, no gRPC.
 // Prints "test_parse: N checks, F failures" and exits non-zero on a failure.
 #include <cstdio>
+#include <map>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
+
+#include <sdnmpi/duplex.h>
 
 #include "config.hpp"
 
@@ -44,13 +47,14 @@ void test_defaults() {
     CHECK(cfg.manager.unix_path == "/run/sdnmpi/manager.sock");
     CHECK(!cfg.require);
     CHECK(cfg.default_pattern.empty() && cfg.tls_ca.empty() && cfg.token_file.empty());
+    CHECK(cfg.duplex);
 }
 
 void test_all_keys() {
     Config cfg;
     CHECK_OK(parse({"manager=mgr.example:7070", "timeout=30", "connect_timeout=0.5",
                     "default_pattern=cg:8", "require=1", "tls_ca=/etc/sdnmpi/ca.pem",
-                    "token_file=/etc/sdnmpi/token"},
+                    "token_file=/etc/sdnmpi/token", "duplex=0"},
                    cfg));
     CHECK(cfg.manager.kind == AddressKind::kTcp);
     CHECK(cfg.manager.target == "mgr.example:7070");
@@ -60,6 +64,7 @@ void test_all_keys() {
     CHECK(cfg.require);
     CHECK(cfg.tls_ca == "/etc/sdnmpi/ca.pem");
     CHECK(cfg.token_file == "/etc/sdnmpi/token");
+    CHECK(!cfg.duplex);
 }
 
 void test_bad_args() {
@@ -276,6 +281,48 @@ void test_text() {
     CHECK(format_seconds(0.5) == "0.5 s");
 }
 
+void test_duplex() {
+    Config cfg;
+    CHECK_OK(parse({"duplex=1"}, cfg));
+    CHECK(cfg.duplex);
+    std::string err = parse({"duplex=yes"}, cfg);
+    CHECK_ERR(err, "duplex='yes': expected 0 or 1");
+    err = parse({"duplex=1", "duplex=0"}, cfg);
+    CHECK_ERR(err, "'duplex' given twice");
+    err = parse({"colour=1"}, cfg);
+    CHECK_ERR(err, "tls_ca, token_file, duplex)");
+    // only steps with a pattern: --comm-pattern or default_pattern
+    Config on;
+    CHECK(wants_duplex(on, "cg:8"));
+    CHECK(!wants_duplex(on, ""));
+    on.default_pattern = "ring:2";
+    CHECK(wants_duplex(on, ""));
+    Config off;
+    CHECK_OK(parse({"duplex=0", "default_pattern=ring:2"}, off));
+    CHECK(!wants_duplex(off, "cg:8") && !wants_duplex(off, ""));
+    // every variable of the table, without overwriting; the user's values kept
+    std::map<std::string, std::string> env = {{"UCX_RNDV_THRESH", "64k"}};
+    DuplexResult r = apply_duplex([&env](const char *name, const char *value) {
+        if (env.count(name) != 0) return SetEnvResult::kKept;
+        env[name] = value;
+        return SetEnvResult::kSet;
+    });
+    CHECK(r.set == static_cast<int>(SDNMPI_DUPLEX_NVARS) - 1 && r.kept == 1 && r.failed.empty());
+    CHECK(env["UCX_RNDV_THRESH"] == "64k");
+    CHECK(env["OMPI_MCA_btl_tcp_eager_limit"] == "4194304");
+    CHECK(env["OMPI_MCA_btl_tcp_rndv_eager_limit"] == "4194304");
+    CHECK(env["OMPI_MCA_btl_tcp_max_send_size"] == "4194304");
+    CHECK(env.size() == SDNMPI_DUPLEX_NVARS);
+    r = apply_duplex([](const char *name, const char *) {
+        return std::string(name).find("OMPI_MCA_btl_tcp_") == 0 ? SetEnvResult::kFailed
+                                                                  : SetEnvResult::kSet;
+    });
+    CHECK(r.set == 1 && r.kept == 0);
+    CHECK(r.failed ==
+          "OMPI_MCA_btl_tcp_eager_limit,OMPI_MCA_btl_tcp_rndv_eager_limit,"
+          "OMPI_MCA_btl_tcp_max_send_size");
+}
+
 }  // namespace
 
 int main() {
@@ -288,6 +335,7 @@ int main() {
     test_classify();
     test_files();
     test_text();
+    test_duplex();
     std::printf("test_parse: %d checks, %d failures\n", g_checks, g_failures);
     return g_failures == 0 ? 0 : 1;
 }

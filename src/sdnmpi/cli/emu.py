@@ -16,7 +16,8 @@ from sdnmpi import catalog
 from sdnmpi.cli.units import bps
 from sdnmpi.emu import mpi as emu_mpi
 from sdnmpi.emu import runner
-from sdnmpi.emu.plan import DEFAULT_LINK_SCALE, DEFAULT_STATE_ROOT
+from sdnmpi.emu.idle import DEFAULT_IDLE_US, check_idle_us, find_library
+from sdnmpi.emu.plan import DEFAULT_LINK_SCALE, DEFAULT_STATE_ROOT, DEFAULT_TCP_CONGESTION
 from sdnmpi.errors import ConfigError
 
 app = typer.Typer(
@@ -24,6 +25,7 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 console = Console()
+err_console = Console(stderr=True)
 
 NAME = typer.Option("default", "--name", help="Fabric name (several fabrics can be defined).")
 STATE_ROOT = typer.Option(
@@ -59,6 +61,12 @@ def up_command(
         "--l2-learning",
         help="Install one MAC-learning (NORMAL) flow per switch; refused on fabrics with loops.",
     ),
+    tcp_congestion: str = typer.Option(
+        DEFAULT_TCP_CONGESTION,
+        "--tcp-congestion",
+        help="TCP congestion control of the hosts (default cubic, what cluster nodes run; "
+        "'kernel' keeps the machine's own default).",
+    ),
     name: str = NAME,
     state_root: Path = STATE_ROOT,
     verbose: bool = VERBOSE,
@@ -73,6 +81,7 @@ def up_command(
         controller=controller,
         state_root=state_root,
         l2_learning=l2_learning,
+        tcp_congestion=None if tcp_congestion == "kernel" else tcp_congestion,
     )
     console.print(
         f"fabric [bold]{plan.name}[/bold] up: {len(plan.hosts)} hosts, "
@@ -158,6 +167,19 @@ def mpirun_command(
     env: list[str] = typer.Option(
         [], "--env", help="VAR=VALUE set in every rank (repeatable), e.g. LD_PRELOAD=..."
     ),
+    duplex: bool = typer.Option(
+        False,
+        "--duplex",
+        help="Send messages up to 4 MiB eagerly, so that a rank pair's large exchanges run "
+        "both ways at once (Open MPI: TCP BTL eager limits 4 MiB; MPICH: UCX_RNDV_THRESH=inf); "
+        "costs receiver memory. --env values win. See docs/mpi-duplex.md.",
+    ),
+    idle_us: str = typer.Option(
+        DEFAULT_IDLE_US,
+        "--idle-us",
+        help="Waiting ranks sleep FIRST doubling to LONGEST microseconds instead of "
+        "spinning on the shared cores (libsdnmpi_idle.so, make idle; Open MPI); 0 spins.",
+    ),
     name: str = NAME,
     state_root: Path = STATE_ROOT,
 ) -> None:
@@ -177,10 +199,23 @@ def mpirun_command(
         mpi=mpi,
         hosts=hosts.split(",") if hosts else None,
         rank_env=rank_env,
+        duplex=duplex,
+        idle_library=_idle_library(idle_us),
+        idle_us=idle_us,
     )
     if shutil.which(launch.launcher) is None:
         raise ConfigError(f"{launch.launcher} not found: apt-get install -y {_mpi_packages(mpi)}")
     raise typer.Exit(runner.run_foreground(list(launch.argv), launch.env, timeout_s))
+
+
+def _idle_library(idle_us: str) -> Path | None:
+    """The idle library, unless spinning was asked for; a missing build is one line."""
+    if check_idle_us(idle_us) == "0":
+        return None
+    library = find_library()
+    if library is None:
+        err_console.print("sdnmpi emu mpirun: libsdnmpi_idle.so not built (make idle): ranks spin")
+    return library
 
 
 def _mpi_packages(mpi: str) -> str:

@@ -19,10 +19,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
+from sdnmpi.emu.idle import DEFAULT_IDLE_US, idle_env
 from sdnmpi.emu.plan import FabricPlan
 from sdnmpi.errors import ConfigError
+from sdnmpi.node.duplex import with_duplex
 
 MpiFlavor = Literal["mpich", "openmpi"]
 MPI_FLAVORS: tuple[str, ...] = ("mpich", "openmpi")
@@ -74,15 +77,26 @@ def mpi_launch(
     mpi: str = "openmpi",
     hosts: list[str] | None = None,
     rank_env: Mapping[str, str] | None = None,
+    duplex: bool = False,
+    idle_library: Path | None = None,
+    idle_us: str = DEFAULT_IDLE_US,
 ) -> MpiLaunch:
     """The command that runs ``program`` as ``nprocs`` ranks across the fabric's hosts;
-    ``rank_env`` is set in every rank (``-genv`` / ``-x``), e.g. ``LD_PRELOAD``."""
+    ``rank_env`` is set in every rank (``-genv`` / ``-x``), e.g. ``LD_PRELOAD``.
+
+    ``duplex`` adds the library's full-duplex settings
+    (:func:`sdnmpi.node.duplex.duplex_env`, docs/mpi-duplex.md) to every rank's
+    environment; a variable that ``rank_env`` sets keeps its value there.
+    ``idle_library`` (:mod:`sdnmpi.emu.idle`) makes waiting ranks sleep
+    ``idle_us`` instead of spinning on the shared cores."""
     if mpi not in MPI_FLAVORS:
         raise ConfigError(f"unknown MPI {mpi!r} (want mpich or openmpi)")
     if not program:
         raise ConfigError("no MPI program given (use: sdnmpi emu mpirun -n N -- PROGRAM ...)")
     chosen = choose_hosts(plan, nprocs, ppn, hosts)
-    extra = dict(rank_env or {})
+    extra = with_duplex(rank_env or {}, mpi) if duplex else dict(rank_env or {})
+    if idle_library is not None:
+        extra = idle_env(idle_library, extra, idle_us)
     for key in extra:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise ConfigError(f"--env {key!r}: not a variable name")

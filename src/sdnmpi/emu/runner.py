@@ -25,7 +25,9 @@ from sdnmpi.core.topology import Topology
 from sdnmpi.emu.plan import (
     DEFAULT_LINK_SCALE,
     DEFAULT_STATE_ROOT,
+    DEFAULT_TCP_CONGESTION,
     NETDEV_DATAPATH,
+    OVS_WMEM_DEFAULT,
     FabricPlan,
     Resource,
     Step,
@@ -92,6 +94,7 @@ def up(
     controller: str | None = None,
     state_root: Path = DEFAULT_STATE_ROOT,
     l2_learning: bool = False,
+    tcp_congestion: str | None = DEFAULT_TCP_CONGESTION,
 ) -> FabricPlan:
     """Build the fabric; on any failure remove what was built and re-raise."""
     plan = make_plan(
@@ -101,13 +104,18 @@ def up(
         controller=controller,
         state_root=state_root,
         l2_learning=l2_learning,
+        tcp_congestion=tcp_congestion,
     )
     _preflight(plan)
-    state = FabricState(name, state_root, topo, link_scale, controller, l2_learning)
+    state = FabricState(
+        name, state_root, topo, link_scale, controller, l2_learning, tcp_congestion=tcp_congestion
+    )
     state = state.with_resource(Resource("dir", str(plan.state_dir)))
     save_state(state)
     log.info("fabric %s: building %d steps in %s", name, len(plan.steps), plan.state_dir)
     try:
+        state = _allow_congestion(plan, state)
+        state = _raise_wmem_default(state)
         for step in plan.steps:
             if step.creates is not None:
                 state = state.with_resource(step.creates)
@@ -120,6 +128,68 @@ def up(
     save_state(replace(state, complete=True))
     log.info("fabric %s is up", name)
     return plan
+
+
+#: Where sysctls live; machine-wide ones ``up`` may change (and ``down`` restores).
+PROC_SYS = Path("/proc/sys")
+ALLOWED_CONGESTION = "net.ipv4.tcp_allowed_congestion_control"
+WMEM_DEFAULT = "net.core.wmem_default"
+_RESTORABLE = (ALLOWED_CONGESTION, WMEM_DEFAULT)
+
+
+def _sysctl_path(key: str) -> Path:
+    return PROC_SYS / key.replace(".", "/")
+
+
+def _change_sysctl(state: FabricState, key: str, value: str) -> FabricState:
+    """Set a machine-wide sysctl, recording its previous value first (``down`` restores)."""
+    path = _sysctl_path(key)
+    old = path.read_text().strip()
+    if old.split() == value.split():
+        return state
+    state = state.with_resource(Resource("sysctl", f"{key}={old}"))
+    save_state(state)
+    path.write_text(value + "\n")
+    return state
+
+
+def _raise_wmem_default(state: FabricState) -> FabricState:
+    """OVS's packet socket gets a send buffer that the shaped queues cannot exhaust."""
+    old = int(_sysctl_path(WMEM_DEFAULT).read_text())
+    if old >= OVS_WMEM_DEFAULT:
+        return state
+    return _change_sysctl(state, WMEM_DEFAULT, str(OVS_WMEM_DEFAULT))
+
+
+def _allow_congestion(plan: FabricPlan, state: FabricState) -> FabricState:
+    """Let the host namespaces pick ``plan.tcp_congestion``.
+
+    Outside the initial namespace Linux accepts only the algorithms listed in
+    the machine-wide ``tcp_allowed_congestion_control``; when ours is missing it
+    is added, and the previous list is recorded (as a ``sysctl`` resource,
+    before the change) so that ``down`` restores it.
+    """
+    cc = plan.tcp_congestion
+    if cc is None:
+        return state
+    available = _sysctl_path("net.ipv4.tcp_available_congestion_control").read_text().split()
+    if cc not in available:
+        raise ConfigError(
+            f"TCP congestion control {cc!r} is not in this kernel (available: "
+            f"{', '.join(available)}); pick one with --tcp-congestion"
+        )
+    allowed = _sysctl_path(ALLOWED_CONGESTION).read_text().split()
+    if cc in allowed:
+        return state
+    return _change_sysctl(state, ALLOWED_CONGESTION, " ".join([*allowed, cc]))
+
+
+def _restore_sysctl(res: Resource) -> None:
+    """Put back a machine-wide setting ``up`` changed (``key=previous value``)."""
+    key, _, value = res.name.partition("=")
+    if key not in _RESTORABLE:
+        raise EmuError(f"unknown sysctl resource {res.name!r}")
+    _sysctl_path(key).write_text(value + "\n")
 
 
 def _preflight(plan: FabricPlan) -> None:
@@ -167,7 +237,7 @@ def down(name: str = "default", *, state_root: Path = DEFAULT_STATE_ROOT) -> boo
     return True
 
 
-_ORDER = ("daemon", "netns", "link", "etc_netns", "dir")
+_ORDER = ("daemon", "netns", "link", "etc_netns", "sysctl", "dir")
 
 
 def _teardown(state: FabricState) -> None:
@@ -192,7 +262,9 @@ def _teardown(state: FabricState) -> None:
 
 
 def _remove(res: Resource, state: FabricState) -> None:
-    if res.kind == "daemon":
+    if res.kind == "sysctl":
+        _restore_sysctl(res)
+    elif res.kind == "daemon":
         stop_daemon(Path(res.name))
     elif res.kind == "netns":
         if _netns_exists(res.name):

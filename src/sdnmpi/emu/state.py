@@ -7,9 +7,13 @@ gone) removes exactly this fabric's things.  Schema ``sdnmpi.emu-state/1``::
 
     {"schema": "sdnmpi.emu-state/1", "name": ..., "state_root": ...,
      "link_scale": ..., "controller": null | "tcp:...", "l2_learning": bool,
+     "tcp_congestion": null | "cubic",
      "complete": bool, "topology": {sdnmpi-topology JSON},
-     "resources": [{"kind": "dir" | "daemon" | "netns" | "etc_netns" | "link",
+     "resources": [{"kind": "dir" | "daemon" | "netns" | "etc_netns" | "link" | "sysctl",
                     "name": ...}, ...]}
+
+A ``sysctl`` resource is a machine-wide setting ``up`` changed, named
+``key=previous value``; ``down`` puts the previous value back.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from sdnmpi.errors import FormatError
 from sdnmpi.formats.native import topology_from_dict, topology_to_dict
 
 SCHEMA = "sdnmpi.emu-state/1"
-_KINDS = ("dir", "daemon", "netns", "etc_netns", "link")
+_KINDS = ("dir", "daemon", "netns", "etc_netns", "link", "sysctl")
 _KEYS = {
     "schema",
     "name",
@@ -34,6 +38,7 @@ _KEYS = {
     "link_scale",
     "controller",
     "l2_learning",
+    "tcp_congestion",
     "complete",
     "topology",
     "resources",
@@ -52,6 +57,7 @@ class FabricState:
     l2_learning: bool
     complete: bool = False
     resources: tuple[Resource, ...] = field(default=())
+    tcp_congestion: str | None = None
 
     def plan(self) -> FabricPlan:
         """The plan this fabric was built from (the plan is a pure function of the state)."""
@@ -62,6 +68,7 @@ class FabricState:
             controller=self.controller,
             state_root=self.state_root,
             l2_learning=self.l2_learning,
+            tcp_congestion=self.tcp_congestion,
         )
 
     def with_resource(self, res: Resource) -> FabricState:
@@ -79,6 +86,7 @@ class FabricState:
             "link_scale": self.link_scale,
             "controller": self.controller,
             "l2_learning": self.l2_learning,
+            "tcp_congestion": self.tcp_congestion,
             "complete": self.complete,
             "topology": topology_to_dict(self.topology),
             "resources": [{"kind": r.kind, "name": r.name} for r in self.resources],
@@ -90,7 +98,7 @@ def state_from_dict(obj: Any, source: str) -> FabricState:
     if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
         raise FormatError(f"{source}: not an sdnmpi emu state file ({SCHEMA})")
     unknown = sorted(set(obj) - _KEYS)
-    missing = sorted(_KEYS - set(obj))
+    missing = sorted(_KEYS - set(obj) - {"tcp_congestion"})  # absent before it existed
     if unknown or missing:
         raise FormatError(f"{source}: unknown keys {unknown}, missing keys {missing}")
     try:
@@ -102,11 +110,18 @@ def state_from_dict(obj: Any, source: str) -> FabricState:
             link_scale=float(obj["link_scale"]),
             controller=None if obj["controller"] is None else str(obj["controller"]),
             l2_learning=bool(obj["l2_learning"]),
+            tcp_congestion=_optional_str(obj.get("tcp_congestion")),
             complete=bool(obj["complete"]),
             resources=resources,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise FormatError(f"{source}: bad state file: {exc}") from None
+
+
+def _optional_str(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"tcp_congestion {value!r} is not a string")
+    return value
 
 
 def _resource(obj: Any) -> Resource:

@@ -1,0 +1,229 @@
+"""What the simulator reads from measurements of the target fabric.
+
+A flow model needs the rate a flow really gets out of a link, the latency a
+message really pays per hop and the MPI library's real eager limits.  On the
+emulated cluster, and on any real one, these differ from the topology's nominal
+figures: TCP/IP and Ethernet headers take about 4.4 % of a 1500-byte frame,
+the userspace switches add tens of microseconds per hop, and UCX picks its
+rendezvous threshold from its own estimate of the transport.  ``sdnmpi
+calibrate`` measures them with ``sdnmpi-bench`` and writes a
+:class:`Calibration` (JSON, ``sdnmpi.calibration/1``); the experiments and
+``sdnmpi evaluate --calibration`` read it.  Without a file,
+:meth:`Calibration.nominal` is the topology as written.
+
+Fields:
+
+* ``link_scale``: the emulator's rate factor (``sdnmpi emu up --link-scale``):
+  the shaped rate of a link is its capacity times this.  1.0 on real hardware.
+* ``goodput``: MPI payload rate of one large one-way stream over the shaped
+  line rate (``sdnmpi-bench bw``), e.g. 0.955 at 1500-byte frames.
+* ``arc_latency_s``: one-way latency per arc (link direction), from the
+  small-message latency difference between hosts 2 and 4 arcs apart.
+* ``base_latency_s``: the rest of a small message's one-way latency (the MPI
+  library and both hosts' stacks), paid once per flow.
+* ``eager_limits``: per protocol preset of :mod:`sdnmpi.sim.protocol`, the
+  largest message that still flowed both ways at once (``sdnmpi-bench bibw``
+  bisection), replacing the preset's documented limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sdnmpi.core.routing.model import Demands, Fabric, Routing
+from sdnmpi.errors import ConfigError, FormatError
+from sdnmpi.sim.platform import Platform
+from sdnmpi.sim.protocol import PROTOCOLS, Protocol, resolve_protocol
+from sdnmpi.sim.report import SimResult
+
+SCHEMA = "sdnmpi.calibration/1"
+_KEYS = {
+    "schema",
+    "link_scale",
+    "goodput",
+    "arc_latency_s",
+    "base_latency_s",
+    "eager_limits",
+    "source",
+    "measurements",
+}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Measured rates, latencies and eager limits of one fabric (see the module docstring).
+
+    >>> cal = Calibration.nominal(0.01)
+    >>> cal.rate_factor, cal.protocol("openmpi").eager_limit_bytes
+    (0.01, 65536)
+    """
+
+    link_scale: float = 1.0
+    goodput: float = 1.0
+    arc_latency_s: float | None = None
+    base_latency_s: float = 0.0
+    eager_limits: dict[str, int | None] = field(default_factory=dict)
+    source: str = "nominal"
+    measurements: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _fraction("link_scale", self.link_scale, upper=math.inf)
+        _fraction("goodput", self.goodput)
+        for name in ("arc_latency_s", "base_latency_s"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ConfigError(f"calibration: {name} must be finite and >= 0, got {value!r}")
+        for name, limit in self.eager_limits.items():
+            if name not in PROTOCOLS:
+                known = ", ".join(PROTOCOLS)
+                raise ConfigError(
+                    f"calibration: eager limit for unknown protocol {name!r} ({known})"
+                )
+            if limit is not None and (
+                isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+            ):
+                raise ConfigError(f"calibration: eager limit of {name} must be an integer >= 0")
+
+    @property
+    def rate_factor(self) -> float:
+        """Capacity factor of the simulated platform: ``link_scale * goodput``."""
+        return self.link_scale * self.goodput
+
+    @classmethod
+    def nominal(cls, link_scale: float = 1.0) -> Calibration:
+        """The topology as written, at the emulator's rate factor."""
+        return cls(link_scale=link_scale)
+
+    def protocol(self, spec: Protocol | str) -> Protocol:
+        """A protocol preset with this fabric's measured eager limit, if any."""
+        proto = resolve_protocol(spec)
+        if proto.name in self.eager_limits and PROTOCOLS.get(proto.name) == proto:
+            return dataclasses.replace(proto, eager_limit_bytes=self.eager_limits[proto.name])
+        return proto
+
+    def platform(self, fabric: Fabric) -> Platform:
+        """The fabric's arcs at the calibrated rate and latency."""
+        base = Platform.from_fabric(fabric)
+        latency = base.latency_s
+        if self.arc_latency_s is not None:
+            latency = np.full(base.narcs, self.arc_latency_s)
+        cap = base.capacity_bps * self.rate_factor
+        return Platform(base.name, _ro(cap), _ro(latency), base.arc_names)
+
+    def simulate(
+        self,
+        fabric: Fabric,
+        demands: Demands,
+        routing: Routing,
+        protocol: Protocol | str | None = None,
+        **kwargs: Any,
+    ) -> SimResult:
+        """:func:`sdnmpi.sim.simulate` on the calibrated platform, with ``base_latency_s``
+        added to every flow's path latency."""
+        from sdnmpi.sim import simulate_workload
+        from sdnmpi.sim.workload import Workload
+
+        platform = self.platform(fabric)
+        workload = Workload.from_demands(platform, demands, routing)
+        if self.base_latency_s:
+            workload = dataclasses.replace(
+                workload, latency_s=workload.latency_s + self.base_latency_s
+            )
+        proto = self.protocol(protocol) if protocol is not None else None
+        return simulate_workload(platform, workload, protocol=proto, **kwargs)
+
+    # -- JSON --------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The ``sdnmpi.calibration/1`` document."""
+        return {
+            "schema": SCHEMA,
+            "link_scale": self.link_scale,
+            "goodput": self.goodput,
+            "arc_latency_s": self.arc_latency_s,
+            "base_latency_s": self.base_latency_s,
+            "eager_limits": dict(self.eager_limits),
+            "source": self.source,
+            "measurements": self.measurements,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Any, where: str = "calibration") -> Calibration:
+        """Validate and read a document (unknown keys rejected)."""
+        if not isinstance(doc, dict):
+            raise FormatError(f"{where}: not a JSON object")
+        if doc.get("schema") != SCHEMA:
+            raise FormatError(f"{where}: schema {doc.get('schema')!r}, want {SCHEMA!r}")
+        unknown = set(doc) - _KEYS
+        if unknown:
+            raise FormatError(f"{where}: unknown keys {sorted(unknown)}")
+        try:
+            return cls(
+                link_scale=_number(doc, "link_scale", 1.0, where),
+                goodput=_number(doc, "goodput", 1.0, where),
+                arc_latency_s=_optional_number(doc, "arc_latency_s", where),
+                base_latency_s=_number(doc, "base_latency_s", 0.0, where),
+                eager_limits=_limits(doc.get("eager_limits", {}), where),
+                source=str(doc.get("source", where)),
+                measurements=dict(doc.get("measurements") or {}),
+            )
+        except ConfigError as exc:
+            raise FormatError(f"{where}: {exc}") from None
+
+    @classmethod
+    def load(cls, path: Path) -> Calibration:
+        """Read ``path`` (a clear :class:`FormatError` for a bad file)."""
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise FormatError(f"{path}: {exc.strerror or exc}") from None
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise FormatError(f"{path}: not JSON ({exc})") from None
+        return cls.from_dict(doc, str(path))
+
+    def save(self, path: Path) -> None:
+        """Write the document (indented)."""
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+def _ro(values: Any) -> Any:
+    arr = np.array(values, dtype=np.float64)
+    arr.setflags(write=False)
+    return arr
+
+
+def _fraction(name: str, value: float, upper: float = 1.0) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"calibration: {name} must be a number, got {value!r}")
+    if not (math.isfinite(value) and 0 < value <= upper):
+        raise ConfigError(f"calibration: {name} must be in (0, {upper}], got {value!r}")
+
+
+def _number(doc: dict[str, Any], key: str, default: float, where: str) -> float:
+    value = doc.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FormatError(f"{where}: {key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _optional_number(doc: dict[str, Any], key: str, where: str) -> float | None:
+    return None if doc.get(key) is None else _number(doc, key, 0.0, where)
+
+
+def _limits(value: Any, where: str) -> dict[str, int | None]:
+    if not isinstance(value, dict):
+        raise FormatError(f"{where}: eager_limits must be an object")
+    out: dict[str, int | None] = {}
+    for name, limit in value.items():
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise FormatError(f"{where}: eager_limits.{name} must be an integer or null")
+        out[str(name)] = limit
+    return out

@@ -1,0 +1,120 @@
+"""libsdnmpi_idle.so (csrc/idle) and how sdnmpi emu mpirun preloads it: no root needed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sdnmpi.cli.main import main
+from sdnmpi.core.generators import leaf_spine
+from sdnmpi.emu import idle
+from sdnmpi.emu import mpi as emu_mpi
+from sdnmpi.emu.plan import make_plan
+from sdnmpi.emu.state import FabricState, save_state
+from sdnmpi.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("idle-build")
+    subprocess.run(
+        ["make", "-s", "-C", str(REPO / "csrc" / "idle"), "all", f"BUILD={out}"],
+        check=True,
+        capture_output=True,
+    )
+    return out / "idle"
+
+
+def _ompi_env(argv: tuple[str, ...]) -> dict[str, str]:
+    pairs = [argv[i + 1] for i, a in enumerate(argv) if a == "-x"]
+    return dict(p.split("=", 1) for p in pairs)
+
+
+def test_c_unit_tests(built: Path) -> None:
+    out = subprocess.run([str(built / "test_idle")], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("test_idle: ") and " 0 failures" in out.stdout
+
+
+def _yield_time(built: Path, calls: int, **env: str) -> float:
+    full = {**os.environ, **env}
+    out = subprocess.run(
+        [str(built / "yielder"), str(calls)], env=full, capture_output=True, text=True, check=True
+    )
+    return float(out.stdout)
+
+
+def test_preloaded_yield_sleeps_and_zero_spins(built: Path) -> None:
+    lib = str(built / "libsdnmpi_idle.so")
+    plain = _yield_time(built, 100)
+    # 50 + 100 + 98 * 200 us = 19.75 ms at least, whatever the machine does
+    slept = _yield_time(built, 100, LD_PRELOAD=lib)
+    constant = _yield_time(built, 10, LD_PRELOAD=lib, SDNMPI_IDLE_US="2000")
+    spin = _yield_time(built, 100, LD_PRELOAD=lib, SDNMPI_IDLE_US="0")
+    bad = _yield_time(built, 100, LD_PRELOAD=lib, SDNMPI_IDLE_US="lots")  # defaults
+    assert plain < 0.0195 and spin < 0.0195
+    assert slept >= 0.01975
+    assert constant >= 0.020
+    assert bad >= 0.01975
+
+
+def test_only_sched_yield_is_exported(built: Path) -> None:
+    out = subprocess.run(
+        ["nm", "-D", "--defined-only", str(built / "libsdnmpi_idle.so")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert [ln.split()[-1] for ln in out.splitlines() if " T " in ln] == ["sched_yield"]
+
+
+def test_idle_env_puts_the_library_first_and_keeps_the_callers_values() -> None:
+    lib = Path("/opt/libsdnmpi_idle.so")
+    env = idle.idle_env(lib, {"LD_PRELOAD": "/a.so /b.so", "SDNMPI_IDLE_US": "10,20"})
+    assert env["LD_PRELOAD"] == "/opt/libsdnmpi_idle.so /a.so /b.so"
+    assert env["SDNMPI_IDLE_US"] == "10,20"
+    assert env["OMPI_MCA_mpi_yield_when_idle"] == "1"
+    again = idle.idle_env(lib, env)
+    assert again["LD_PRELOAD"].split().count(str(lib)) == 1
+
+
+@pytest.mark.parametrize("bad", ["", "-1", "0,5", "20,10", "200001", "1,200001", "a", "1,2,3"])
+def test_bad_idle_values(bad: str) -> None:
+    with pytest.raises(ConfigError, match="FIRST"):
+        idle.check_idle_us(bad)
+
+
+def test_launch_line_and_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    plan = make_plan(leaf_spine(1, 2, 2), "idl")
+    lib = tmp_path / "libsdnmpi_idle.so"
+    lib.write_bytes(b"")
+    argv = emu_mpi.mpi_launch(plan, ["./a"], nprocs=2, idle_library=lib, idle_us="20,100").argv
+    env = _ompi_env(argv)
+    assert env["LD_PRELOAD"] == str(lib) and env["SDNMPI_IDLE_US"] == "20,100"
+    save_state(FabricState("rec", tmp_path, leaf_spine(1, 2, 2), 0.05, None, False, True))
+    ran: list[list[str]] = []
+
+    def fake_run(argv: list[str], env: object = None, timeout_s: object = None) -> int:
+        ran.append(argv)
+        return 0
+
+    monkeypatch.setattr("sdnmpi.cli.emu.runner.run_foreground", fake_run)
+    monkeypatch.setattr("sdnmpi.cli.emu.shutil.which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setenv("SDNMPI_IDLE_LIB", str(lib))
+    base = ["emu", "mpirun", "-n", "2", "--name", "rec", "--state-dir", str(tmp_path)]
+    for extra in ([], ["--idle-us", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            main([*base, *extra, "--", "./bench"])
+        assert exc.value.code == 0
+    preloaded, spinning = (_ompi_env(tuple(a)) for a in ran)
+    assert preloaded["LD_PRELOAD"] == str(lib)
+    assert "LD_PRELOAD" not in spinning
+    monkeypatch.setenv("SDNMPI_IDLE_LIB", str(tmp_path / "missing.so"))
+    with pytest.raises(SystemExit):
+        main([*base, "--", "./bench"])
+    assert "not built" in capsys.readouterr().err
