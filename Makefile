@@ -19,6 +19,7 @@ help:
 	@echo "make exp-overhead    tagging and profiling overhead: emulated fabric, then a direct link (root)"
 	@echo "make exp-allreduce   SDN_MPI_Allreduce: push mode vs default routes (root)"
 	@echo "make exp-manager     Slurm jobs: start latency, concurrent jobs with the manager (root)"
+	@echo "make reproduce [QUICK=1]  every seed paper's experiments, one report in out/reproduce (root)"
 
 # System packages (apt), installed only when missing; the list grows with the project.
 deps:
@@ -73,6 +74,14 @@ exp-allreduce: $(STAMP)
 .PHONY: exp-manager
 exp-manager: $(STAMP) $(PB)
 	$(BIN)/python scripts/exp_manager.py
+
+# Every seed paper's experiments (root): calibrate, run each scripts/exp_*.py of the
+# registry in scripts/reproduce.py, write out/reproduce/report.{md,json} and plots
+# (docs/reproduce.md).  QUICK=1: the short form, minutes.  REPRODUCE_ARGS: more
+# options, e.g. REPRODUCE_ARGS="--only allreduce --calibration cal.json".
+.PHONY: reproduce
+reproduce: $(STAMP) $(PB) csrc
+	$(BIN)/python scripts/reproduce.py $(if $(filter-out 0,$(QUICK)),--quick) $(REPRODUCE_ARGS)
 
 # Node-side overhead (root): latency and bandwidth, plain vs tag mode vs profile mode.
 exp-overhead: $(STAMP)

@@ -98,7 +98,7 @@ def check_trace(platform: Platform, workload: Workload, rows: np.ndarray, trace:
 def test_rates_are_feasible_max_min_fair_and_deliver_every_byte(sc):
     platform = Platform.from_fabric(sc.fabric)
     workload = Workload.from_demands(platform, sc.demands, sc.routing)
-    for rows, trace in run_phases(platform, workload, flow_rates=True):
+    for rows, trace, _ in run_phases(platform, workload, flow_rates=True):
         check_trace(platform, workload, rows, trace)
 
 

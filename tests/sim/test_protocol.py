@@ -242,9 +242,35 @@ def test_serialized_reverse_direction_competes_with_a_third_flow():
     paths, sizes, ranks = [[0], [1], [1]], [S, S, S / 2], ([0, 1, 2], [1, 0, 3])
     ideal = simulate_workload(*duplex(paths, sizes, ranks))
     assert ideal.flow_finish_s.tolist() == pytest.approx([S / C, 1.5 * S / C, S / C])
-    serial = simulate_workload(*duplex(paths, sizes, ranks), protocol=OPENMPI)
+    serial = simulate_workload(*duplex(paths, sizes, ranks), protocol=OPENMPI, order="lower-first")
     assert serial.flow_finish_s.tolist() == pytest.approx([S / C, 2 * S / C, 0.5 * S / C])
     assert serial.total_s == pytest.approx(2 * S / C)
+
+
+def test_random_order_averages_the_race_over_samples():
+    # The same flows, 1->0 first instead: it shares B->A with 2->3 at c/2 until
+    # 2->3's S/2 are sent (S/c), then has S/2 left alone (1.5 S/c); 0->1 runs
+    # after it: 2.5 S/c.  Either order is a coin toss in the library, so the
+    # expected time is (2 + 2.5) / 2 = 2.25 S/c; one sample is one of the two.
+    paths, sizes, ranks = [[0], [1], [1]], [S, S, S / 2], ([0, 1, 2], [1, 0, 3])
+    flipped = simulate_workload(
+        *duplex(paths, sizes, ([1, 0, 2], [0, 1, 3])), protocol=OPENMPI, order="lower-first"
+    )
+    assert flipped.total_s == pytest.approx(2.5 * S / C)
+    one = {
+        round(simulate_workload(*duplex(paths, sizes, ranks), protocol=OPENMPI, samples=1,
+                                seed=s).total_s / (S / C), 9)
+        for s in range(16)
+    }  # fmt: skip
+    assert one == {2.0, 2.5}
+    many = simulate_workload(*duplex(paths, sizes, ranks), protocol=OPENMPI, samples=400)
+    assert many.total_s == pytest.approx(2.25 * S / C, rel=0.03)
+    again = simulate_workload(*duplex(paths, sizes, ranks), protocol=OPENMPI, samples=400)
+    assert again.total_s == many.total_s  # seeded: reproducible
+    with pytest.raises(ConfigError, match="order"):
+        simulate_workload(*duplex(paths, sizes, ranks), protocol=OPENMPI, order="fifo")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="samples"):
+        simulate_workload(*duplex(paths, sizes, ranks), protocol=OPENMPI, samples=0)
 
 
 def test_exchanges_in_different_phases_are_not_paired():

@@ -88,7 +88,9 @@ def test_ranks_mode_releases_each_reverse_flow_after_its_forward_flow(sc, limit)
     platform = Platform.from_fabric(sc.fabric)
     workload = Workload.from_demands(platform, sc.demands, sc.routing)
     proto = Protocol("t", limit, "serialized")
-    steps, trace = run_ranks(platform, workload, max_flows=10**6, protocol=proto)
+    steps, trace = run_ranks(
+        platform, workload, max_flows=10**6, protocol=proto, order="lower-first"
+    )
     for i in range(len(steps)):
         before = steps.deps.prerequisites(i)
         assert trace.release_s[i] == pytest.approx(trace.finish_s[before].max(initial=0.0))

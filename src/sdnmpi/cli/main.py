@@ -11,7 +11,7 @@ import sys
 import typer
 
 from sdnmpi import __version__
-from sdnmpi.cli import agent, controller, emu, evaluate, manager, pattern, topology
+from sdnmpi.cli import agent, calibrate, controller, emu, evaluate, manager, pattern, topology
 from sdnmpi.errors import (
     ConfigError,
     FormatError,
@@ -38,6 +38,7 @@ app.add_typer(agent.app, name="agent")
 app.add_typer(manager.app, name="manager")
 app.command("evaluate")(evaluate.evaluate)
 app.command("routers")(evaluate.routers_command)
+app.command("calibrate")(calibrate.calibrate)
 
 
 def _version(value: bool) -> None:

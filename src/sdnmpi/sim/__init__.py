@@ -54,7 +54,16 @@ from typing import Literal
 
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
 from sdnmpi.errors import ConfigError
-from sdnmpi.sim.engine import Trace, run, run_phases, run_ranks
+from sdnmpi.sim.engine import (
+    DEFAULT_SAMPLES,
+    ORDERS,
+    Order,
+    PhaseRun,
+    Trace,
+    run,
+    run_phases,
+    run_ranks,
+)
 from sdnmpi.sim.maxmin import RTOL, incidence_matrix, maxmin_rates
 from sdnmpi.sim.platform import Platform
 from sdnmpi.sim.protocol import IDEAL, PROTOCOLS, Protocol, parse_protocol
@@ -68,13 +77,17 @@ MODES: tuple[str, ...] = ("phases", "ranks")
 MAX_RANK_FLOWS = 4_000_000
 
 __all__ = [
+    "DEFAULT_SAMPLES",
     "IDEAL",
     "MAX_RANK_FLOWS",
     "MODES",
+    "ORDERS",
     "PROTOCOLS",
     "RTOL",
     "Mode",
+    "Order",
     "PhaseResult",
+    "PhaseRun",
     "Platform",
     "Protocol",
     "SimResult",
@@ -101,6 +114,9 @@ def simulate(
     rtol: float = RTOL,
     protocol: Protocol | None = None,
     goodput: float = 1.0,
+    order: Order = "random",
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
 ) -> SimResult:
     """Predict the communication time of ``demands`` routed by ``routing`` on ``fabric``.
 
@@ -108,6 +124,9 @@ def simulate(
     (:attr:`SimResult.timeline`).  ``protocol`` is the MPI library's
     point-to-point protocol (``None``: :data:`IDEAL`, every exchange
     concurrent); ``goodput`` scales the capacities (:meth:`Platform.scaled`).
+    A serialized exchange's first direction is a race: ``order="random"``
+    draws it (``seed``) and a phase's time is the mean over ``samples`` draws;
+    ``"lower-first"`` fixes it.
     Raises :class:`~sdnmpi.errors.ConfigError` for an unknown mode or a bad
     goodput and :class:`~sdnmpi.errors.RoutingError` when the routing does not
     match the demands or the fabric.
@@ -122,6 +141,9 @@ def simulate(
         max_flows=max_flows,
         rtol=rtol,
         protocol=protocol,
+        order=order,
+        samples=samples,
+        seed=seed,
     )
 
 
@@ -134,8 +156,15 @@ def simulate_workload(
     max_flows: int = MAX_RANK_FLOWS,
     rtol: float = RTOL,
     protocol: Protocol | None = None,
+    order: Order = "random",
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
 ) -> SimResult:
     """:func:`simulate` on an already built platform and workload."""
+    if order not in ORDERS:
+        raise ConfigError(f"unknown exchange order {order!r} (want one of {', '.join(ORDERS)})")
+    if samples < 1:
+        raise ConfigError(f"samples must be >= 1, got {samples!r}")
     if mode not in MODES:
         raise ConfigError(f"unknown simulation mode {mode!r} (want one of {', '.join(MODES)})")
     if not 0 < rtol < 1e-3:
@@ -144,13 +173,29 @@ def simulate_workload(
     notes = _protocol_notes(workload, proto)
     if mode == "ranks" and workload.has_ranks:
         steps, trace = run_ranks(
-            platform, workload, max_flows=max_flows, protocol=proto, timeline=timeline, rtol=rtol
+            platform,
+            workload,
+            max_flows=max_flows,
+            protocol=proto,
+            order=order,
+            seed=seed,
+            timeline=timeline,
+            rtol=rtol,
         )
         return ranks_result(platform, workload, steps, trace, timeline=timeline, notes=notes)
     if mode == "ranks":
         notes = ("host-level demands have no ranks: simulated in phases mode", *notes)
-    traces = run_phases(platform, workload, protocol=proto, timeline=timeline, rtol=rtol)
-    return phases_result(platform, workload, traces, timeline=timeline, notes=notes)
+    runs = run_phases(
+        platform,
+        workload,
+        protocol=proto,
+        order=order,
+        samples=samples,
+        seed=seed,
+        timeline=timeline,
+        rtol=rtol,
+    )
+    return phases_result(platform, workload, runs, timeline=timeline, notes=notes)
 
 
 def _protocol_notes(workload: Workload, protocol: Protocol) -> tuple[str, ...]:

@@ -227,3 +227,37 @@ def _limits(value: Any, where: str) -> dict[str, int | None]:
             raise FormatError(f"{where}: eager_limits.{name} must be an integer or null")
         out[str(name)] = limit
     return out
+
+
+# -- deriving a calibration from measurements (pure; sdnmpi.emu.calibrate measures) ----
+
+
+def bisect_largest(passes: Any, lo: int, hi: int, step: int) -> int:
+    """The largest size in ``[lo, hi)`` (a multiple of ``step`` above ``lo``) for which
+    ``passes(size)`` holds, given that it holds at ``lo`` and not at ``hi`` and switches
+    once in between (a threshold).  ``passes`` is called about ``log2((hi - lo) / step)``
+    times.
+
+    >>> bisect_largest(lambda s: s <= 20480, 16384, 32768, 1024)
+    20480
+    """
+    if not lo < hi or step < 1:
+        raise ConfigError(f"bisect: need lo < hi and step >= 1, got {lo}, {hi}, {step}")
+    while hi - lo > step:
+        mid = lo + ((hi - lo) // 2 // step) * step or lo + step
+        if passes(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def latency_split(two_arcs_s: float, four_arcs_s: float) -> tuple[float, float]:
+    """``(arc_latency_s, base_latency_s)`` from one-way small-message latencies between
+    hosts two and four arcs apart: each extra pair of arcs is one more switch hop.
+
+    >>> [round(x * 1e6, 3) for x in latency_split(100e-6, 140e-6)]
+    [20.0, 60.0]
+    """
+    arc = max(0.0, (four_arcs_s - two_arcs_s) / 2)
+    return arc, max(0.0, two_arcs_s - 2 * arc)

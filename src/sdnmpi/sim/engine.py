@@ -28,7 +28,7 @@ modes described in :mod:`sdnmpi.sim` on top of :func:`run`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +50,11 @@ from sdnmpi.sim.workload import (
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+#: Which direction of a serialized exchange goes first (see ``run_phases``).
+Order = Literal["random", "lower-first"]
+ORDERS: tuple[str, ...] = ("random", "lower-first")
+#: Samples of a phase with serialized exchanges under ``order="random"``.
+DEFAULT_SAMPLES = 8
 
 _ULPS = 8 * float(np.finfo(np.float64).eps)
 
@@ -287,38 +292,58 @@ def run(
     return _Loop(platform, incidence, size_bits, latency_s, deps, rtol, recorder).run()
 
 
+class PhaseRun(NamedTuple):
+    """One phase simulated on its own: its flows (workload rows), the trace of its
+    first sample, and its expected duration (the mean makespan over samples)."""
+
+    rows: IntArray
+    trace: Trace
+    duration_s: float
+
+
 def run_phases(
     platform: Platform,
     workload: Workload,
     *,
     protocol: Protocol = IDEAL,
+    order: Order = "random",
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
     timeline: bool = False,
     flow_rates: bool = False,
     rtol: float = RTOL,
-) -> list[tuple[IntArray, Trace]]:
-    """Each phase on its own, from time 0: its flows (workload rows) and its trace.
+) -> list[PhaseRun]:
+    """Each phase on its own, from time 0.
 
     A phase starts when every flow of the previous one has completed, so phases
     never overlap and each is simulated once; the caller multiplies by the
     repeat (the event loop is deterministic: identical phases give identical
-    traces).  The ``protocol``'s serialized exchanges are ordered within each
-    occurrence (:func:`~sdnmpi.sim.workload.phase_deps`), so this stays exact.
+    traces).  A phase with exchanges that ``protocol`` serializes is, with
+    ``order="random"``, simulated ``samples`` times, each drawing which
+    direction of every exchange goes first; its duration is the mean, the
+    expected time of one occurrence.  ``order="lower-first"`` fixes the order.
     """
-    out: list[tuple[IntArray, Trace]] = []
+    out: list[PhaseRun] = []
     serialized = workload.serialized(protocol)
+    rng = np.random.default_rng(seed) if order == "random" else None
     for p in range(workload.nphases):
         rows = workload.phase_rows(p)
-        trace = run(
-            platform,
-            workload.incidence[rows],
-            workload.size_bits[rows],
-            workload.latency_s[rows],
-            phase_deps(workload, rows, serialized),
-            timeline=timeline,
-            flow_rates=flow_rates,
-            rtol=rtol,
-        )
-        out.append((rows, trace))
+        traces: list[Trace] = []
+        for _ in range(samples if rng is not None and serialized[rows].any() else 1):
+            traces.append(
+                run(
+                    platform,
+                    workload.incidence[rows],
+                    workload.size_bits[rows],
+                    workload.latency_s[rows],
+                    phase_deps(workload, rows, serialized, rng),
+                    timeline=timeline and not traces,
+                    flow_rates=flow_rates and not traces,
+                    rtol=rtol,
+                )
+            )
+        mean = float(np.mean([t.makespan_s for t in traces]))
+        out.append(PhaseRun(rows, traces[0], mean))
     return out
 
 
@@ -328,15 +353,19 @@ def run_ranks(
     *,
     max_flows: int,
     protocol: Protocol = IDEAL,
+    order: Order = "random",
+    seed: int = 0,
     timeline: bool = False,
     flow_rates: bool = False,
     rtol: float = RTOL,
 ) -> tuple[Steps, Trace]:
     """All phases at once, each flow released by its ranks' previous steps (unrolled repeats).
 
-    The ``protocol``'s serialized exchanges add an edge per exchange and step.
+    The ``protocol``'s serialized exchanges add an edge per exchange and step;
+    with ``order="random"`` every occurrence draws which direction goes first.
     """
-    steps = rank_steps(workload, max_flows, protocol)
+    rng = np.random.default_rng(seed) if order == "random" else None
+    steps = rank_steps(workload, max_flows, protocol, rng)
     trace = run(
         platform,
         workload.incidence[steps.flow],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from sdnmpi.sim.engine import Trace
+from sdnmpi.sim.engine import PhaseRun, Trace
 from sdnmpi.sim.platform import Platform
 from sdnmpi.sim.workload import Steps, Workload
 
@@ -254,13 +255,15 @@ def _argmax(values: FloatArray) -> tuple[int, float]:
 def phases_result(
     platform: Platform,
     workload: Workload,
-    traces: list[tuple[IntArray, Trace]],
+    runs: Sequence[PhaseRun],
     *,
     timeline: bool,
     notes: tuple[str, ...] = (),
 ) -> SimResult:
-    """Assemble a ``phases``-mode result: phase p runs ``repeat`` times back to back."""
-    duration = np.array([t.makespan_s for _, t in traces], dtype=np.float64)
+    """Assemble a ``phases``-mode result: phase p runs ``repeat`` times back to back,
+    each occurrence taking the phase's expected duration."""
+    traces = [(r.rows, r.trace) for r in runs]
+    duration = np.array([r.duration_s for r in runs], dtype=np.float64)
     repeat = workload.phase_repeat.astype(np.int64)
     total = duration * repeat
     start = np.concatenate([[0.0], np.cumsum(total)])[:-1] if traces else np.zeros(0)

@@ -261,14 +261,21 @@ class Dependencies:
 
 
 def exchange_deps(
-    src_rank: IntArray, dst_rank: IntArray, key: IntArray, serialized: BoolArray
+    src_rank: IntArray,
+    dst_rank: IntArray,
+    key: IntArray,
+    serialized: BoolArray,
+    rng: np.random.Generator | None = None,
 ) -> Dependencies:
-    """Order the two directions of each serialized exchange: the lower rank's first.
+    """Order the two directions of each serialized exchange.
 
     Flows with the same ``key`` (phase or step) and the same unordered rank
     pair form an exchange when both directions have a ``serialized`` flow;
-    then the flows b->a (b > a) wait for the flows a->b.  One group per such
-    exchange; other flows neither count nor wait.
+    then one direction waits for the other.  Which one goes first is a race in
+    the MPI library (whose rendezvous acknowledgement gets queued behind whose
+    data): with ``rng`` each exchange draws it (1/2 each), without it the lower
+    rank's direction goes first.  One group per such exchange; other flows
+    neither count nor wait.
 
     >>> a = lambda v: np.array(v, dtype=np.int64)
     >>> d = exchange_deps(a([0, 1, 2, 3]), a([1, 0, 3, 2]), a([0, 0, 0, 0]),
@@ -288,6 +295,8 @@ def exchange_deps(
     inverse = inverse.reshape(-1)
     forward = src_rank[idx] < dst_rank[idx]
     ngroups = int(inverse.max()) + 1
+    if rng is not None:
+        forward ^= (rng.random(ngroups) < 0.5)[inverse]
     both = (np.bincount(inverse[forward], minlength=ngroups) > 0) & (
         np.bincount(inverse[~forward], minlength=ngroups) > 0
     )
@@ -298,10 +307,16 @@ def exchange_deps(
     return Dependencies(member, wait, int(both.sum()))
 
 
-def phase_deps(workload: Workload, rows: IntArray, serialized: BoolArray) -> Dependencies | None:
+def phase_deps(
+    workload: Workload,
+    rows: IntArray,
+    serialized: BoolArray,
+    rng: np.random.Generator | None = None,
+) -> Dependencies | None:
     """The exchange dependencies among the flows ``rows`` of one phase (None if none).
 
-    ``serialized`` is :meth:`Workload.serialized` for the whole workload.
+    ``serialized`` is :meth:`Workload.serialized` for the whole workload; ``rng``
+    draws which direction of each exchange goes first (:func:`exchange_deps`).
     """
     if not serialized[rows].any():
         return None
@@ -310,6 +325,7 @@ def phase_deps(workload: Workload, rows: IntArray, serialized: BoolArray) -> Dep
         workload.dst_rank[rows],
         np.zeros(rows.size, dtype=np.int64),
         serialized[rows],
+        rng,
     )
     return deps if deps.ngroups else None
 
@@ -339,7 +355,12 @@ class Steps:
         return int(self.flow.size)
 
 
-def rank_steps(workload: Workload, max_flows: int, protocol: Protocol | None = None) -> Steps:
+def rank_steps(
+    workload: Workload,
+    max_flows: int,
+    protocol: Protocol | None = None,
+    rng: np.random.Generator | None = None,
+) -> Steps:
     """Unroll the phases (each repeat is a step) and link each flow to its ranks' last steps.
 
     With a ``protocol`` that serializes exchanges, the reverse direction of each
@@ -361,7 +382,7 @@ def rank_steps(workload: Workload, max_flows: int, protocol: Protocol | None = N
     src, dst = workload.src_rank[flow], workload.dst_rank[flow]
     deps = _rank_groups(src, dst, step, step_phase.size)
     if protocol is not None and protocol.serializes:
-        extra = exchange_deps(src, dst, step, workload.serialized(protocol)[flow])
+        extra = exchange_deps(src, dst, step, workload.serialized(protocol)[flow], rng)
         deps = deps.merged(extra) if extra.ngroups else deps
     return Steps(flow, step, step_phase, deps)
 

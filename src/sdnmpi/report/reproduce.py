@@ -1,0 +1,591 @@
+"""The report of ``make reproduce``: the seed papers' figures beside ours, as values.
+
+One :class:`Row` per published value an experiment reproduces: the paper's value,
+ours measured with real MPI on the emulated cluster, ours predicted by the flow
+simulator, the best value the LP lower bound allows, and how they agree.  The
+model is pure (plain values in, plain values out); only :func:`write_json` and
+:func:`write_markdown` write files, and :mod:`sdnmpi.report.reproduce_plots` draws.
+docs/reproduce.md describes the report and how to add an experiment.
+
+A metric (:data:`METRICS`) fixes a row's unit, which direction is better and how
+its numbers are printed:
+
+>>> METRICS["speedup"].higher_is_better, METRICS["speedup"].format(1 / (1 - 0.41))
+(True, 'x1.69')
+>>> METRICS["time_s"].format(0.0123)
+'12.3 ms'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sdnmpi.errors import ConfigError, FormatError
+
+SCHEMA = "sdnmpi.reproduce/1"
+#: Measured and predicted agree when they differ by at most this fraction of measured.
+TOLERANCE = 0.15
+Status = Literal["ok", "failed", "skipped", "cpu-bound"]
+STATUSES: tuple[Status, ...] = ("ok", "cpu-bound", "failed", "skipped")
+Domain = Literal["positive", "nonnegative", "any"]
+Style = Literal["ratio", "percent", "seconds"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """What a row's numbers mean: unit, better direction, allowed values, printing."""
+
+    name: str
+    unit: str
+    higher_is_better: bool
+    domain: Domain
+    style: Style
+    description: str
+
+    def allows(self, value: float) -> bool:
+        """Whether ``value`` is in the metric's domain (finite, and > 0 or >= 0 if asked).
+
+        >>> METRICS["speedup"].allows(0.0), METRICS["latency_increase_pct"].allows(-3.0)
+        (False, True)
+        """
+        if not math.isfinite(value):
+            return False
+        if self.domain == "positive":
+            return value > 0
+        return value >= 0 if self.domain == "nonnegative" else True
+
+    def better_or_equal(self, value: float, reference: float) -> bool:
+        """``value`` is at least as good as ``reference`` in this metric's direction.
+
+        >>> METRICS["time_s"].better_or_equal(0.9, 1.0)
+        True
+        """
+        return value >= reference if self.higher_is_better else value <= reference
+
+    def format(self, value: float | None) -> str:
+        """The value as the report prints it (``"-"`` for none)."""
+        if value is None:
+            return "-"
+        if self.style == "ratio":
+            return f"x{value:.2f}"
+        if self.style == "percent":
+            return f"{value:.1f} %"
+        return _seconds(value)
+
+
+def _seconds(value: float) -> str:
+    """Seconds in the unit that reads best.
+
+    >>> _seconds(2.5), _seconds(0.0004), _seconds(0.25)
+    ('2.50 s', '400 us', '250.0 ms')
+    """
+    if abs(value) >= 1:
+        return f"{value:.2f} s"
+    if abs(value) >= 1e-3:
+        return f"{value * 1e3:.1f} ms"
+    return f"{value * 1e6:.0f} us"
+
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("speedup", "x", True, "positive", "ratio", "baseline time / our time"),
+        Metric("bandwidth_ratio", "x", True, "positive", "ratio", "our bandwidth / baseline"),
+        Metric("time_s", "s", False, "nonnegative", "seconds", "time per operation or run"),
+        Metric("latency_overhead_s", "s", False, "any", "seconds", "latency added over baseline"),
+        Metric("time_reduction_pct", "%", True, "any", "percent", "time saved over baseline"),
+        Metric("time_increase_pct", "%", False, "any", "percent", "time added over baseline"),
+        Metric("latency_increase_pct", "%", False, "any", "percent", "latency added over baseline"),
+        Metric("on_intended_pct", "%", True, "nonnegative", "percent", "bytes on intended links"),
+    )
+}
+
+_REQUIRED = ("experiment", "figure", "case", "metric")
+_OPTIONAL_DEFAULTS: dict[str, Any] = {
+    "paper": None,
+    "paper_text": "",
+    "measured": None,
+    "predicted": None,
+    "bound": None,
+    "settings": {},
+    "status": "ok",
+    "reason": "",
+    "network_limited": None,
+    "details": {},
+}
+#: Keys :meth:`Row.to_dict` adds from the derived properties; :meth:`Row.from_dict` ignores them.
+DERIVED_KEYS = frozenset({"agreement_pct", "within_tolerance", "meets_paper"})
+_VALUES = ("paper", "measured", "predicted", "bound")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One published value reproduced (or not); see the module docstring.
+
+    >>> r = Row("002 SDN_MPI_Allreduce", "Fig. 9 (8 nodes)", "1 MiB", "speedup",
+    ...         paper=1.69, measured=1.5, predicted=1.62)
+    >>> round(r.agreement_pct, 1), r.within(), r.meets_paper
+    (8.0, True, False)
+    """
+
+    experiment: str
+    figure: str
+    case: str
+    metric: str
+    paper: float | None = None
+    paper_text: str = ""
+    measured: float | None = None
+    predicted: float | None = None
+    bound: float | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    status: Status = "ok"
+    reason: str = ""
+    network_limited: bool | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("experiment", "figure", "case", "metric"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise self._error(name, "must be a non-empty string", value)
+        if self.metric not in METRICS:
+            raise self._error("metric", f"must be one of {', '.join(METRICS)}", self.metric)
+        for name in _VALUES:
+            object.__setattr__(self, name, self._value(name))
+        for name in ("paper_text", "reason"):
+            if not isinstance(getattr(self, name), str):
+                raise self._error(name, "must be a string", getattr(self, name))
+        self._check_status()
+        for name in ("settings", "details"):
+            self._check_json_object(name)
+
+    @property
+    def key(self) -> str:
+        """``experiment / figure / case``: names the row in messages and the summary."""
+        return f"{self.experiment} / {self.figure} / {self.case}"
+
+    @property
+    def metric_def(self) -> Metric:
+        """The row's :class:`Metric`."""
+        return METRICS[self.metric]
+
+    @property
+    def agreement_pct(self) -> float | None:
+        """``|measured - predicted| / |measured| * 100``; None without both (or measured 0)."""
+        if self.measured is None or self.predicted is None or self.measured == 0:
+            return None
+        return abs(self.measured - self.predicted) / abs(self.measured) * 100.0
+
+    def within(self, tolerance: float = TOLERANCE) -> bool:
+        """Measured and predicted differ by at most ``tolerance`` of measured."""
+        agreement = self.agreement_pct
+        return agreement is not None and agreement <= tolerance * 100.0 + 1e-9
+
+    @property
+    def meets_paper(self) -> bool | None:
+        """Measured at least as good as the paper's value (None without both)."""
+        if self.measured is None or self.paper is None:
+            return None
+        return self.metric_def.better_or_equal(self.measured, self.paper)
+
+    # -- validation ------------------------------------------------------------------
+    def _error(self, name: str, problem: str, value: Any) -> ConfigError:
+        who = self.key if all(isinstance(getattr(self, k), str) for k in _REQUIRED[:3]) else "?"
+        return ConfigError(f"reproduce row {who!r}: {name} {problem}, got {value!r}")
+
+    def _value(self, name: str) -> float | None:
+        value = getattr(self, name)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self._error(name, "must be a number or null", value)
+        metric = self.metric_def
+        if not metric.allows(float(value)):
+            raise self._error(name, f"is outside {metric.name}'s domain ({metric.domain})", value)
+        return float(value)
+
+    def _check_status(self) -> None:
+        if self.status not in STATUSES:
+            raise self._error("status", f"must be one of {', '.join(STATUSES)}", self.status)
+        if self.network_limited is not None and not isinstance(self.network_limited, bool):
+            raise self._error(
+                "network_limited", "must be true, false or null", self.network_limited
+            )
+        if self.status != "ok" and not self.reason.strip():
+            raise self._error("reason", f"must say why the row is {self.status}", self.reason)
+        if self.status == "ok" and self.measured is None:
+            raise self._error("measured", "is required for an ok row", self.measured)
+        if self.status == "cpu-bound" and self.network_limited:
+            raise self._error("network_limited", "cannot be true for a cpu-bound row", True)
+
+    def _check_json_object(self, name: str) -> None:
+        value = getattr(self, name)
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise self._error(name, "must be an object with string keys", value)
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise self._error(name, f"must be JSON-ready ({exc})", value) from None
+
+    # -- JSON ------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, then the derived agreement_pct, within_tolerance and meets_paper."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in (*_REQUIRED, *_OPTIONAL_DEFAULTS)}
+        out["settings"], out["details"] = dict(self.settings), dict(self.details)
+        out["agreement_pct"] = self.agreement_pct
+        out["within_tolerance"] = self.within()
+        out["meets_paper"] = self.meets_paper
+        return out
+
+    @classmethod
+    def from_dict(cls, doc: Any, where: str = "row") -> Row:
+        """Read :meth:`to_dict`'s object back; unknown keys are rejected, derived ones ignored."""
+        if not isinstance(doc, dict):
+            raise FormatError(f"{where}: not a JSON object")
+        unknown = set(doc) - set(_REQUIRED) - set(_OPTIONAL_DEFAULTS) - DERIVED_KEYS
+        missing = [k for k in _REQUIRED if k not in doc]
+        if unknown or missing:
+            raise FormatError(f"{where}: unknown keys {sorted(unknown)}, missing keys {missing}")
+        fields = {k: doc[k] for k in _REQUIRED}
+        fields.update({k: doc.get(k, default) for k, default in _OPTIONAL_DEFAULTS.items()})
+        try:
+            return cls(**fields)
+        except ConfigError as exc:
+            raise FormatError(f"{where}: {exc}") from None
+
+
+def check_rows(rows: Sequence[Any], where: str = "rows") -> list[Row]:
+    """``rows`` as a list of :class:`Row`, each ``experiment / figure / case`` once."""
+    seen: set[str] = set()
+    out: list[Row] = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, Row):
+            raise ConfigError(f"{where}[{i}]: not a reproduce Row but {type(row).__name__}")
+        if row.key in seen:
+            raise ConfigError(f"{where}[{i}]: row {row.key!r} appears twice")
+        seen.add(row.key)
+        out.append(row)
+    return out
+
+
+# -- summary ---------------------------------------------------------------------------
+def summarize(rows: Sequence[Row], tolerance: float = TOLERANCE) -> dict[str, Any]:
+    """Counts by status, prediction agreement, rows that meet the paper and the others.
+
+    >>> ok = Row("e", "f", "a", "speedup", paper=2.0, measured=2.1, predicted=2.0,
+    ...          network_limited=True)
+    >>> low = Row("e", "f", "b", "speedup", paper=2.0, measured=1.2, reason="one core")
+    >>> s = summarize([ok, low])
+    >>> s["by_status"]["ok"], s["network_limited"], s["meets_paper"], s["misses_paper"][0]["reason"]
+    (2, {'rows': 1, 'within_tolerance': 1, 'outside': []}, ['e / f / a'], 'one core')
+    """
+    by_status = {s: sum(r.status == s for r in rows) for s in STATUSES}
+    limited = [
+        r for r in rows if r.network_limited and r.status == "ok" and r.agreement_pct is not None
+    ]
+    outside = [_brief(r) for r in limited if not r.within(tolerance)]
+    judged = [r for r in rows if r.meets_paper is not None and r.status in ("ok", "cpu-bound")]
+    return {
+        "rows": len(rows),
+        "by_status": by_status,
+        "tolerance_pct": tolerance * 100.0,
+        "network_limited": {
+            "rows": len(limited),
+            "within_tolerance": len(limited) - len(outside),
+            "outside": outside,
+        },
+        "with_paper_value": len(judged),
+        "meets_paper": [r.key for r in judged if r.meets_paper],
+        "misses_paper": [_brief(r) for r in judged if not r.meets_paper],
+        "failed": [_brief(r) for r in rows if r.status == "failed"],
+        "skipped": [_brief(r) for r in rows if r.status == "skipped"],
+    }
+
+
+def _brief(row: Row) -> dict[str, Any]:
+    return {
+        "row": row.key,
+        "experiment": row.experiment,
+        "figure": row.figure,
+        "case": row.case,
+        "metric": row.metric,
+        "paper": row.paper,
+        "measured": row.measured,
+        "predicted": row.predicted,
+        "agreement_pct": row.agreement_pct,
+        "reason": row.reason,
+    }
+
+
+# -- JSON report -----------------------------------------------------------------------
+def report_dict(rows: Sequence[Row], meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``sdnmpi.reproduce/1`` document."""
+    checked = check_rows(rows)
+    return {
+        "schema": SCHEMA,
+        "meta": dict(meta),
+        "rows": [r.to_dict() for r in checked],
+        "summary": summarize(checked),
+    }
+
+
+def write_json(rows: Sequence[Row], meta: Mapping[str, Any], path: Path) -> Path:
+    """Write ``report.json`` (indented, no NaN) and return its path."""
+    text = json.dumps(report_dict(rows, meta), indent=1, allow_nan=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+    return path
+
+
+def load_json(path: Path) -> tuple[dict[str, Any], list[Row]]:
+    """Read a report back: its meta and rows (a clear FormatError for a bad file)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise FormatError(f"{path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise FormatError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise FormatError(f"{path}: not an {SCHEMA} report")
+    rows = doc.get("rows")
+    if not isinstance(rows, list) or not isinstance(doc.get("meta"), dict):
+        raise FormatError(f"{path}: rows must be a list and meta an object")
+    return doc["meta"], [Row.from_dict(r, f"{path}: rows[{i}]") for i, r in enumerate(rows)]
+
+
+# -- Markdown report -------------------------------------------------------------------
+def write_markdown(
+    rows: Sequence[Row],
+    meta: Mapping[str, Any],
+    plots: Mapping[str, Sequence[Path]],
+    path: Path,
+) -> Path:
+    """Write ``report.md`` (:func:`render_markdown`) and return its path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_markdown(rows, meta, plots, path.parent))
+    return path
+
+
+def render_markdown(
+    rows: Sequence[Row],
+    meta: Mapping[str, Any],
+    plots: Mapping[str, Sequence[Path]],
+    base: Path,
+) -> str:
+    """The report: how it was produced, the summary, one table per experiment.
+
+    ``plots`` maps an experiment to its plot files; links are made relative to ``base``
+    (the report's directory).
+    """
+    checked = check_rows(rows)
+    lines = ["# The seed papers' experiments, reproduced", ""]
+    lines += _provenance(meta)
+    lines += ["", "## Summary", ""]
+    lines += _summary_lines(summarize(checked))
+    lines += ["", _LEGEND]
+    for experiment in dict.fromkeys(r.experiment for r in checked):
+        mine = [r for r in checked if r.experiment == experiment]
+        lines += ["", f"## {experiment}", ""]
+        lines += _table(mine)
+        lines += _common_settings(mine)
+        links = [_link(p, base) for p in plots.get(experiment, ())]
+        if links:
+            lines += ["", "Plots: " + ", ".join(links)]
+    return "\n".join(lines) + "\n"
+
+
+def _provenance(meta: Mapping[str, Any]) -> list[str]:
+    out = []
+    if meta.get("command"):
+        out.append(f"- Command: `{meta['command']}`")
+    for key, label in (("mode", "Mode"), ("date", "Date")):
+        if meta.get(key):
+            out.append(f"- {label}: {meta[key]}")
+    machine = meta.get("machine")
+    if isinstance(machine, Mapping):
+        out.append(
+            f"- Machine: {machine.get('hostname', '?')}, {machine.get('cpus', '?')} CPUs, "
+            f"{machine.get('system', '')} {machine.get('kernel', '')}".rstrip()
+        )
+    git = meta.get("git")
+    if isinstance(git, Mapping):
+        dirty = " (with uncommitted changes)" if git.get("dirty") else ""
+        out.append(f"- Commit: {git.get('commit') or 'unknown'}{dirty}")
+    cal = meta.get("calibration")
+    if isinstance(cal, Mapping):
+        out.append(f"- Calibration: {_calibration(cal)}")
+    out += [f"- Note: {n}" for n in meta.get("notes", ())]
+    out += [f"- Cleanup: {c}" for c in meta.get("cleanup", ())]
+    return out
+
+
+def _calibration(cal: Mapping[str, Any]) -> str:
+    parts = [f"{cal.get('source', '?')}"]
+    if cal.get("file"):
+        parts[0] += f" (`{cal['file']}`)"
+    figures = []
+    if cal.get("link_scale") is not None:
+        figures.append(f"link scale {cal['link_scale']:g}")
+    if cal.get("goodput") is not None:
+        figures.append(f"goodput {cal['goodput']:.3f}")
+    for key, label in (("arc_latency_s", "per-arc latency"), ("base_latency_s", "base latency")):
+        if cal.get(key) is not None:
+            figures.append(f"{label} {_seconds(cal[key])}")
+    text = parts[0] + (": " + ", ".join(figures) if figures else "")
+    return text + (f"; {cal['note']}" if cal.get("note") else "")
+
+
+def _summary_lines(s: Mapping[str, Any]) -> list[str]:
+    counts = ", ".join(f"{n} {status}" for status, n in s["by_status"].items() if n)
+    tol = f"{s['tolerance_pct']:g} %"
+    lim = s["network_limited"]
+    out = [
+        f"- {s['rows']} rows: {counts or 'none'}.",
+        f"- Prediction: {lim['within_tolerance']} of {lim['rows']} network-limited rows "
+        f"within {tol} of the measurement.",
+    ]
+    out += [f"  - outside: {_item(b)}" for b in lim["outside"]]
+    out.append(
+        f"- Paper: {len(s['meets_paper'])} of {s['with_paper_value']} rows with a "
+        "published value meet it."
+    )
+    out += [f"  - meets: {k}" for k in s["meets_paper"]]
+    out += [f"  - below: {_item(b)}" for b in s["misses_paper"]]
+    for status in ("failed", "skipped"):
+        out += _grouped(status.capitalize(), s[status])
+    return out
+
+
+def _grouped(label: str, briefs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per experiment and reason, naming its figures (a missing experiment
+    skips all its figures for one reason)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for b in briefs:
+        groups.setdefault((b["experiment"], _one_line(b["reason"])), []).append(b["figure"])
+    return [
+        f"- {label}: {experiment} ({', '.join(dict.fromkeys(figures))}): {reason}"
+        for (experiment, reason), figures in groups.items()
+    ]
+
+
+def _item(brief: Mapping[str, Any]) -> str:
+    metric = METRICS[brief["metric"]]
+    text = (
+        f"{brief['row']}: measured {metric.format(brief['measured'])}, "
+        f"paper {metric.format(brief['paper'])}, predicted {metric.format(brief['predicted'])}"
+    )
+    if brief["agreement_pct"] is not None:
+        text += f" ({brief['agreement_pct']:.1f} % apart)"
+    return text + (f": {_one_line(brief['reason'])}" if brief["reason"] else "")
+
+
+_LEGEND = (
+    "Columns: *paper* is the published value (and how the paper states it), *measured* "
+    "ours with real MPI on the emulated cluster, *predicted* the flow simulator's value "
+    "for the same case, *agreement* |measured - predicted| / measured, *bound* the best "
+    f"value the LP lower bound allows. Rows within {TOLERANCE * 100:g} % count as agreeing; "
+    "a cpu-bound row measured the emulator's CPUs rather than its links, so the "
+    "simulator is not expected to match it (docs/reproduce.md)."
+)
+_HEADER = (
+    "| figure | case | paper | measured | predicted | agreement | bound | status / notes |",
+    "|---|---|---|---:|---:|---:|---:|---|",
+)
+
+
+def _table(rows: Sequence[Row]) -> list[str]:
+    varying = _varying_settings(rows)
+    out = list(_HEADER)
+    for r in rows:
+        m = r.metric_def
+        paper = m.format(r.paper) if r.paper is not None else ""
+        if r.paper_text:
+            paper = f"{paper} ({r.paper_text})" if paper else r.paper_text
+        cells = [
+            r.figure,
+            r.case,
+            paper or "-",
+            m.format(r.measured),
+            m.format(r.predicted),
+            _agreement(r),
+            m.format(r.bound),
+            _notes(r, varying),
+        ]
+        out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return out
+
+
+def _agreement(row: Row) -> str:
+    if row.agreement_pct is None:
+        return "-"
+    over = "" if row.within() else f" (over {TOLERANCE * 100:g} %)"
+    return f"{row.agreement_pct:.1f} %{over}"
+
+
+def _notes(row: Row, varying: Sequence[str]) -> str:
+    parts: list[str] = [row.status]
+    if row.meets_paper is not None and row.status in ("ok", "cpu-bound"):
+        parts[0] += ", meets paper" if row.meets_paper else ", below paper"
+    if row.network_limited is False and row.status == "ok":
+        parts[0] += ", not network-limited"
+    if row.reason:
+        parts.append(row.reason)
+    settings = [f"{k}={_short(row.settings[k])}" for k in varying if k in row.settings]
+    if settings:
+        parts.append(", ".join(settings))
+    return ": ".join(parts[:2]) + "".join(f"; {p}" for p in parts[2:])
+
+
+def _varying_settings(rows: Sequence[Row]) -> list[str]:
+    keys = dict.fromkeys(k for r in rows for k in r.settings)
+    common = _common(rows)
+    return [k for k in keys if k not in common]
+
+
+def _common(rows: Sequence[Row]) -> dict[str, Any]:
+    if not rows:
+        return {}
+    first = rows[0].settings
+    return {k: v for k, v in first.items() if all(r.settings.get(k, _MISSING) == v for r in rows)}
+
+
+_MISSING = object()
+
+
+def _common_settings(rows: Sequence[Row]) -> list[str]:
+    common = _common(rows)
+    if not common:
+        return []
+    text = ", ".join(f"{k}={_short(v)}" for k, v in common.items())
+    return ["", f"Settings of every row: {_cell(text)}"]
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _cell(text: str) -> str:
+    """Text safe in a Markdown table cell.
+
+    >>> _cell("a|b\\nc")
+    'a\\\\|b c'
+    """
+    return _one_line(text).replace("|", "\\|")
+
+
+def _link(path: Path, base: Path) -> str:
+    try:
+        rel = Path(path).resolve().relative_to(base.resolve())
+    except ValueError:
+        rel = Path(path)
+    return f"[{rel.as_posix()}]({rel.as_posix()})"

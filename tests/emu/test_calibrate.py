@@ -1,0 +1,66 @@
+"""sdnmpi.emu.calibrate's measurement logic on a fake benchmark (the real run, with
+root and a fabric, is tests/emu/test_calibrate_fabric.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sdnmpi.emu import calibrate as cb
+from sdnmpi.errors import ConfigError
+
+THRESHOLD = {"openmpi": 65500, "mpich": 20480}
+
+
+class FakeBench(cb.Bench):
+    """Answers like a 10 Mbit/s link: bw 9.56 Mbit/s; bibw twice that up to a threshold."""
+
+    def result(
+        self, flavour: str, hosts: tuple[str, str], args: list[str], env: dict[str, str]
+    ) -> dict[str, Any]:
+        kind, size = args[0], int(args[args.index("--size") + 1]) if "--size" in args else 8
+        self.runs.append({"flavour": flavour, "kind": kind, "size": size, "env": env})
+        if kind == "latency":
+            return {"latency_us": 500.0 if hosts == ("h1", "h2") else 560.0}
+        both = kind == "bibw" and (size <= THRESHOLD[flavour] or bool(env))
+        return {"bandwidth_MBps": 9.56 / 8 * (1.9 if both else 1.0)}
+
+
+def _bench() -> FakeBench:
+    return FakeBench("fake", {"openmpi": Path("x"), "mpich": Path("y")})
+
+
+def test_full_calibration_bisects_each_flavour() -> None:
+    cal = cb.measure(_bench(), 0.01, ("openmpi", "mpich"), quick=False, progress=lambda m: None)
+    assert cal.goodput == pytest.approx(0.956)
+    assert cal.arc_latency_s == pytest.approx(30e-6) and cal.base_latency_s == pytest.approx(440e-6)
+    # the largest multiple of the step (16 and 64 bytes) at or below each threshold
+    assert cal.eager_limits == {"openmpi": 65488, "mpich": 20480}
+    assert cal.measurements["duplex_ratio"] == pytest.approx(1.9)
+    assert cal.protocol("openmpi").eager_limit_bytes == 65488
+
+
+def test_quick_checks_the_preset_from_both_sides() -> None:
+    bench = _bench()
+    cal = cb.measure(bench, 0.01, ("openmpi",), quick=True, progress=lambda m: None)
+    assert cal.eager_limits == {"openmpi": 65536}
+    assert cal.measurements["eager"]["openmpi"]["concurrent"] == [False, False]
+    assert len(bench.runs) == 6  # bw, 2 latencies, duplex bibw, 2 checks
+
+
+def test_a_flavour_that_never_switches_keeps_no_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(THRESHOLD, "mpich", 10**9)
+    msgs: list[str] = []
+    cal = cb.measure(_bench(), 0.01, ("openmpi", "mpich"), quick=False, progress=msgs.append)
+    assert "mpich" not in cal.eager_limits and "openmpi" in cal.eager_limits
+    assert any("does not switch" in m for m in msgs)
+    assert "error" in cal.measurements["eager"]["mpich"]
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ConfigError, match="link-scale"):
+        cb.calibrate(0, ("openmpi",))
+    with pytest.raises(ConfigError, match="flavour"):
+        cb.calibrate(0.01, ("lam",))

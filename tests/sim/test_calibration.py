@@ -1,0 +1,101 @@
+"""sdnmpi.sim.calibration: the document, its validation, and what it does to a simulation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sdnmpi.core.generators import leaf_spine
+from sdnmpi.core.pattern import Pattern, Phase
+from sdnmpi.core.placement import Placement
+from sdnmpi.core.routing import route
+from sdnmpi.core.routing.model import Demands, Fabric
+from sdnmpi.errors import ConfigError, FormatError
+from sdnmpi.sim import simulate
+from sdnmpi.sim.calibration import Calibration, bisect_largest, latency_split
+
+MIB = 1 << 20
+
+
+def _one_flow() -> tuple[Fabric, Demands]:
+    topo = leaf_spine(1, 2, 1, host_bps=1e9, uplink_bps=1e9)
+    fabric = Fabric(topo)
+    pat = Pattern("one", 2, (Phase.from_cells("p", [(0, 1, MIB)]),))
+    return fabric, Demands.from_pattern(fabric, pat, Placement(("h1", "h2")))
+
+
+def test_rate_factor_and_latency_scale_a_lone_flow() -> None:
+    fabric, demands = _one_flow()
+    routing = route("dmodk", fabric, demands)
+    nominal = simulate(fabric, demands, routing).total_s
+    cal = Calibration(link_scale=0.01, goodput=0.95, arc_latency_s=1e-3, base_latency_s=2e-3)
+    got = cal.simulate(fabric, demands, routing).total_s
+    # h1 -> leaf1 -> spine1 -> leaf2 -> h2: 4 arcs of 1 ms, plus 2 ms once;
+    # 8 Mbit at 1 Gbit/s * 0.01 * 0.95 = 9.5 Mbit/s.
+    expected = 4e-3 + 2e-3 + 8 * MIB / (1e9 * 0.01 * 0.95)
+    assert got == pytest.approx(expected, rel=1e-9)
+    assert nominal == pytest.approx(4e-6 + 8 * MIB / 1e9, rel=1e-9)  # topology latency 1 us
+
+
+def test_measured_eager_limit_replaces_the_presets() -> None:
+    cal = Calibration(eager_limits={"openmpi": 65024, "mpich": None})
+    assert cal.protocol("openmpi").eager_limit_bytes == 65024
+    assert cal.protocol("mpich").eager_limit_bytes is None
+    assert cal.protocol("openmpi-duplex").eager_limit_bytes == 4 * MIB
+    # an explicit spec is not a preset: the caller's value stays
+    assert cal.protocol("openmpi:eager=1000").eager_limit_bytes == 1000
+
+
+def test_json_round_trip_and_errors(tmp_path: Path) -> None:
+    cal = Calibration(0.01, 0.956, 26e-6, 466e-6, {"openmpi": 65024}, "test", {"runs": [1]})
+    path = tmp_path / "cal.json"
+    cal.save(path)
+    assert Calibration.load(path) == cal
+    doc = json.loads(path.read_text())
+    for bad, message in (
+        ({**doc, "extra": 1}, "unknown keys"),
+        ({**doc, "schema": "x"}, "schema"),
+        ({**doc, "goodput": 1.5}, "goodput"),
+        ({**doc, "goodput": "fast"}, "goodput"),
+        ({**doc, "eager_limits": {"openmpi": 1.5}}, "eager_limits"),
+        ({**doc, "eager_limits": {"nompi": 1}}, "unknown protocol"),
+        ({**doc, "arc_latency_s": -1}, "arc_latency_s"),
+        ([], "not a JSON object"),
+    ):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(FormatError, match=message):
+            Calibration.load(path)
+    path.write_text("{")
+    with pytest.raises(FormatError, match="not JSON"):
+        Calibration.load(path)
+    with pytest.raises(FormatError, match="No such file"):
+        Calibration.load(tmp_path / "missing.json")
+
+
+def test_bad_values_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="link_scale"):
+        Calibration(link_scale=0)
+    with pytest.raises(ConfigError, match="goodput"):
+        Calibration(goodput=float("nan"))
+
+
+def test_bisect_finds_the_threshold_with_few_probes() -> None:
+    calls: list[int] = []
+
+    def passes(size: int) -> bool:
+        calls.append(size)
+        return size <= 65500
+
+    assert bisect_largest(passes, 32768, 131072, 16) == 65488  # the last multiple of 16 <= 65500
+    assert len(calls) <= int(np.ceil(np.log2((131072 - 32768) / 16))) + 1
+    with pytest.raises(ConfigError):
+        bisect_largest(passes, 10, 10, 1)
+
+
+def test_latency_split() -> None:
+    arc, base = latency_split(500e-6, 560e-6)
+    assert arc == pytest.approx(30e-6) and base == pytest.approx(440e-6)
+    assert latency_split(500e-6, 400e-6) == (0.0, 500e-6)  # noise: no negative latency
