@@ -141,7 +141,21 @@ def cluster(
     link_scale: float,
     extra: tuple[str, ...] = (),
 ) -> Iterator[Controller]:
-    """Controller + emulated fabric; both always torn down (controller by PID, emu down)."""
+    """Controller + emulated fabric; both always torn down (controller by PID, emu down).
+    Holds :data:`FABRIC_LOCK` meanwhile."""
+    with runner.fabric_lock(log):
+        yield from _cluster(workdir, topo, name, tag, switches, link_scale, extra)
+
+
+def _cluster(
+    workdir: Path,
+    topo: Topology,
+    name: str,
+    tag: str,
+    switches: int,
+    link_scale: float,
+    extra: tuple[str, ...],
+) -> Iterator[Controller]:
     topo_file = workdir / f"{tag}.json"
     catalog.save_topology(topo, topo_file)
     ctl: Controller | None = None

@@ -27,9 +27,19 @@ class FakeBench(cb.Bench):
         both = kind == "bibw" and (size <= THRESHOLD[flavour] or bool(env))
         return {"bandwidth_MBps": 9.56 / 8 * (1.9 if both else 1.0)}
 
+    def document(
+        self, flavour: str, hosts: tuple[str, ...], program: list[str], env: dict[str, str]
+    ) -> dict[str, Any]:
+        # sdnmpi-replay of k exchange pairs: one pair alone takes the model's time,
+        # each further pair 10 % more
+        assert program[0] == "replay" and env  # run with the duplex settings
+        k = len(hosts) // 2
+        lone = 500e-6 + cb.EXCHANGE_BYTES * 8 / 9.56e6
+        return {"phases": [{"time_s": lone * (1 + 0.1 * (k - 1))}]}
+
 
 def _bench() -> FakeBench:
-    return FakeBench("fake", {"openmpi": Path("x"), "mpich": Path("y")})
+    return FakeBench("fake", {"openmpi": Path("x"), "mpich": Path("y")}, Path("replay"))
 
 
 def test_full_calibration_bisects_each_flavour() -> None:
@@ -39,6 +49,7 @@ def test_full_calibration_bisects_each_flavour() -> None:
     # the largest multiple of the step (16 and 64 bytes) at or below each threshold
     assert cal.eager_limits == {"openmpi": 65488, "mpich": 20480}
     assert cal.measurements["duplex_ratio"] == pytest.approx(1.9)
+    assert cal.exchange_efficiency == pytest.approx({1: 1.0, 2: 1 / 1.1, 4: 1 / 1.3})
     assert cal.protocol("openmpi").eager_limit_bytes == 65488
 
 

@@ -390,3 +390,28 @@ def test_wmem_default_is_raised_and_restored(tmp_path: Path, monkeypatch):
     assert wmem.read_text().strip() == "212992"
     with pytest.raises(runner.EmuError, match="unknown sysctl"):
         runner._remove(Resource("sysctl", "kernel.panic=1"), state)
+
+
+def test_fabric_lock_waits_for_the_holder(tmp_path: Path):
+    import threading
+    import time
+
+    lock = tmp_path / "fabric.lock"
+    events: list[str] = []
+    held = threading.Event()
+
+    def holder() -> None:
+        with runner.fabric_lock(path=lock):
+            events.append("first in")
+            held.set()
+            time.sleep(0.3)
+            events.append("first out")
+
+    t = threading.Thread(target=holder)
+    t.start()
+    held.wait(5)
+    with runner.fabric_lock(events.append, path=lock):
+        events.append("second in")
+    t.join()
+    assert events[0] == "first in" and events[-2:] == ["first out", "second in"]
+    assert any(e.startswith("waiting for") for e in events)

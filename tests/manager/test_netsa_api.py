@@ -5,6 +5,7 @@ run's traffic matrix."""
 from __future__ import annotations
 
 import ctypes
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,3 +90,7 @@ def test_record_stores_a_profiled_runs_matrix(capsys, routed, tmp_path: Path) ->
     assert info.nranks == 2 and info.total_bytes == 8192
     code, _, err = run(capsys, "pattern", "record", "x", "--trace", str(tmp_path), "-m", target)
     assert code == 2 and "not a directory of sdnmpi-trace" in err
+    out = tmp_path / "run2.json"
+    code, _, err = run(capsys, "pattern", "record", "run2", "--trace", str(traces), "-o", str(out))
+    assert code == 0, err
+    assert json.loads(out.read_text())["name"] == "run2"  # the name given, not the directory's

@@ -50,7 +50,16 @@ def test_measured_eager_limit_replaces_the_presets() -> None:
 
 
 def test_json_round_trip_and_errors(tmp_path: Path) -> None:
-    cal = Calibration(0.01, 0.956, 26e-6, 466e-6, {"openmpi": 65024}, "test", {"runs": [1]})
+    cal = Calibration(
+        link_scale=0.01,
+        goodput=0.956,
+        arc_latency_s=26e-6,
+        base_latency_s=466e-6,
+        eager_limits={"openmpi": 65024},
+        exchange_efficiency={1: 0.96, 4: 0.7},
+        source="test",
+        measurements={"runs": [1]},
+    )
     path = tmp_path / "cal.json"
     cal.save(path)
     assert Calibration.load(path) == cal
@@ -63,6 +72,9 @@ def test_json_round_trip_and_errors(tmp_path: Path) -> None:
         ({**doc, "eager_limits": {"openmpi": 1.5}}, "eager_limits"),
         ({**doc, "eager_limits": {"nompi": 1}}, "unknown protocol"),
         ({**doc, "arc_latency_s": -1}, "arc_latency_s"),
+        ({**doc, "exchange_efficiency": {"two": 0.5}}, "pair count"),
+        ({**doc, "exchange_efficiency": {"2": 1.5}}, "exchange efficiency"),
+        ({**doc, "exchange_efficiency": {"0": 0.5}}, "pairs"),
         ([], "not a JSON object"),
     ):
         path.write_text(json.dumps(bad))
@@ -99,3 +111,26 @@ def test_latency_split() -> None:
     arc, base = latency_split(500e-6, 560e-6)
     assert arc == pytest.approx(30e-6) and base == pytest.approx(440e-6)
     assert latency_split(500e-6, 400e-6) == (0.0, 500e-6)  # noise: no negative latency
+
+
+def test_exchange_efficiency_slows_concurrent_exchanges_only() -> None:
+    # Two hosts on one leaf; ranks 0 and 1 exchange S both ways (one pair),
+    # ranks 2 -> 3 send one way.  With e(1) = 0.5 the exchange takes twice as
+    # long; the one-way flow is untouched; without a calibration both S/C.
+    topo = leaf_spine(1, 1, 4, host_bps=1e9, uplink_bps=1e9)
+    fabric = Fabric(topo)
+    cells = [(0, 1, MIB), (1, 0, MIB), (2, 3, MIB)]
+    pat = Pattern("x", 4, (Phase.from_cells("p", cells),))
+    demands = Demands.from_pattern(fabric, pat, Placement(("h1", "h2", "h3", "h4")))
+    routing = route("dmodk", fabric, demands)
+    plain = Calibration(arc_latency_s=0.0)
+    slowed = Calibration(arc_latency_s=0.0, exchange_efficiency={1: 0.5, 4: 0.25})
+    t = 8 * MIB / 1e9
+    assert plain.simulate(fabric, demands, routing).flow_finish_s.tolist() == pytest.approx([t] * 3)
+    got = slowed.simulate(fabric, demands, routing).flow_finish_s.tolist()
+    assert got == pytest.approx([2 * t, 2 * t, t])
+    # serialized exchanges (above the eager limit) are not concurrent: not slowed
+    serial = slowed.simulate(fabric, demands, routing, "openmpi:eager=1000", order="lower-first")
+    assert serial.total_s == pytest.approx(2 * t)
+    assert slowed.efficiency(2) == pytest.approx(0.5 - 0.25 / 3)
+    assert slowed.efficiency(100) == 0.25 and slowed.efficiency(0) == 1.0

@@ -78,7 +78,7 @@ def record(
     if trace is not None:
         if not sdnmpitrace.is_sdnmpi_trace(trace):
             raise ConfigError(f"--trace {trace}: not a directory of sdnmpi-trace-<rank>.jsonl")
-        pattern, source = sdnmpitrace.load_sdnmpi_trace(trace), str(trace)
+        pattern, source = sdnmpitrace.load_sdnmpi_trace(trace, name=name), str(trace)
     else:
         if controller_api is None:
             raise ConfigError("--hosts needs --controller-api")

@@ -24,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,9 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from sdnmpi.core.generators import leaf_spine
+from sdnmpi.core.pattern import Pattern, Phase
 from sdnmpi.emu import runner
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.errors import ConfigError, SdnMpiError
+from sdnmpi.formats.replay import save_replay
 from sdnmpi.node.duplex import duplex_env
 from sdnmpi.sim.calibration import Calibration, bisect_largest, latency_split
 from sdnmpi.sim.protocol import PROTOCOLS
@@ -61,6 +64,7 @@ class Bench:
 
     fabric: str
     binaries: dict[str, Path]
+    replay: Path
     state_root: Path = DEFAULT_STATE_ROOT
     timeout_s: float = 300.0
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -68,23 +72,31 @@ class Bench:
     def result(
         self, flavour: str, hosts: tuple[str, str], args: list[str], env: dict[str, str]
     ) -> dict[str, Any]:
-        """The first result row of one ``--json`` run."""
-        argv = [*CLI, "emu", "mpirun", "--name", self.fabric, "-n", "2", "--mpi", flavour]
-        argv += ["--state-dir", str(self.state_root), "--hosts", ",".join(hosts)]
-        argv += ["--timeout", str(round(self.timeout_s))]
+        """The first result row of one ``sdnmpi-bench --json`` run."""
+        doc = self.document(flavour, hosts, [str(self.binaries[flavour]), *args], env)
+        row: dict[str, Any] = doc["results"][0]
+        self.runs.append({"flavour": flavour, "hosts": list(hosts), "args": args, **row})
+        return row
+
+    def document(
+        self, flavour: str, hosts: tuple[str, ...], program: list[str], env: dict[str, str]
+    ) -> dict[str, Any]:
+        """The JSON document a ``--json`` MPI program prints, one rank per host."""
+        argv = [*CLI, "emu", "mpirun", "--name", self.fabric, "-n", str(len(hosts))]
+        argv += ["--mpi", flavour, "--state-dir", str(self.state_root)]
+        argv += ["--hosts", ",".join(hosts), "--timeout", str(round(self.timeout_s))]
         argv += [a for k, v in env.items() for a in ("--env", f"{k}={v}")]
-        argv += ["--", str(self.binaries[flavour]), *args, "--json"]
+        argv += ["--", *program, "--json"]
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("{")), None)
         if proc.returncode != 0 or line is None:
             tail = proc.stderr.strip().splitlines()[-3:]
             raise CalibrationError(
-                f"calibrate: {flavour} sdnmpi-bench {' '.join(args)} failed "
-                f"({proc.returncode}): {' / '.join(tail)}"
+                f"calibrate: {flavour} {Path(program[0]).name} "
+                f"{' '.join(program[1:])} failed ({proc.returncode}): {' / '.join(tail)}"
             )
-        row: dict[str, Any] = json.loads(line)["results"][0]
-        self.runs.append({"flavour": flavour, "hosts": list(hosts), "args": args, **row})
-        return row
+        doc: dict[str, Any] = json.loads(line)
+        return doc
 
 
 def rate_bps(bench: Bench, flavour: str, kind: str, size: int, env: dict[str, str]) -> float:
@@ -125,6 +137,39 @@ def eager_limit(
     return limit, {"bracket": [lo, hi], "step": step}
 
 
+#: Concurrent exchange pairs the efficiency is measured at (on disjoint leaf-local paths).
+EXCHANGE_PAIRS = (1, 2, 4)
+EXCHANGE_BYTES = 512 * 1024
+
+
+def exchange_efficiency(
+    bench: Bench, flavour: str, replay: Path, model_s: float, workdir: Path, progress: Progress
+) -> tuple[dict[int, float], dict[str, Any]]:
+    """``{k: e}``: a lone exchange's time under the model over the measured time of one
+    exchange step when ``k`` rank pairs exchange at once (full duplex settings, so
+    the exchanges are concurrent), each pair on its own leaf-local links."""
+    out: dict[int, float] = {}
+    raw: dict[str, Any] = {}
+    for k in EXCHANGE_PAIRS:
+        cells = [(r, r ^ 1, EXCHANGE_BYTES) for r in range(2 * k)]
+        path = workdir / f"exchange-{k}.replay"
+        save_replay(
+            Pattern(f"exchange-{k}", 2 * k, (Phase.from_cells("x", cells, repeat=4),)), path
+        )
+        hosts = tuple(f"h{i + 1}" for i in range(2 * k))
+        doc = bench.document(
+            flavour, hosts, [str(replay), "--iters", "2", str(path)], duplex_env(flavour)
+        )
+        measured = float(doc["phases"][0]["time_s"])
+        out[k] = min(1.0, model_s / measured)
+        raw[str(k)] = {"measured_s": measured, "model_s": model_s}
+        progress(
+            f"{k} exchange pair(s) at once: {measured * 1e3:.0f} ms per 512 KiB exchange "
+            f"(alone on the links: {model_s * 1e3:.0f} ms): efficiency {out[k]:.2f}"
+        )
+    return out, raw
+
+
 def one_way_latency_s(bench: Bench, flavour: str, hosts: tuple[str, str]) -> float:
     """Mean one-way latency of 8-byte messages (ping-pong)."""
     args = ["latency", "--size", "8", "--iters", "200", "--warmup", "20"]
@@ -145,6 +190,11 @@ def measure(
     arc, base = latency_split(near, far)
     progress(f"latency {near * 1e6:.0f} us (2 arcs), {far * 1e6:.0f} us (4 arcs)")
     duplex = rate_bps(bench, first, "bibw", 1 << 20, duplex_env(first))
+    lone_s = near + EXCHANGE_BYTES * 8 / one_way
+    with tempfile.TemporaryDirectory(prefix="sdnmpi-calib-") as tmp:
+        efficiency, exchange_raw = exchange_efficiency(
+            bench, first, bench.replay, lone_s, Path(tmp), progress
+        )
     limits: dict[str, int | None] = {}
     found: dict[str, Any] = {}
     for flavour in flavours:
@@ -161,6 +211,7 @@ def measure(
         arc_latency_s=arc,
         base_latency_s=base,
         eager_limits=limits,
+        exchange_efficiency=efficiency,
         source=f"sdnmpi calibrate {time.strftime('%Y-%m-%dT%H:%M:%S')} "
         f"({'quick' if quick else 'full'}, {', '.join(flavours)})",
         measurements={
@@ -171,17 +222,18 @@ def measure(
             "latency_2_arcs_s": near,
             "latency_4_arcs_s": far,
             "eager": found,
+            "exchange": exchange_raw,
             "runs": bench.runs,
         },
     )
 
 
-def find_bench(flavour: str) -> Path:
-    """``build/<flavour>/sdnmpi-bench`` of the checkout (``make mpibench``)."""
+def find_program(flavour: str, name: str = "sdnmpi-bench") -> Path:
+    """``build/<flavour>/<name>`` of the checkout (``make mpibench replay``)."""
     base = Path(os.environ.get("SDNMPI_BUILD", Path(__file__).resolve().parents[3] / "build"))
-    path = base / flavour / "sdnmpi-bench"
+    path = base / flavour / name
     if not path.is_file():
-        raise ConfigError(f"{path} not found: run `make mpibench`")
+        raise ConfigError(f"{path} not found: run `make mpibench replay`")
     return path
 
 
@@ -199,7 +251,10 @@ def calibrate(
     unknown = [f for f in flavours if f not in PRESET]
     if unknown or not flavours:
         raise ConfigError(f"unknown MPI flavour(s) {unknown} (want openmpi, mpich)")
-    bench = Bench(f"calib-{os.getpid()}", {f: find_bench(f) for f in flavours}, state_root)
+    binaries = {f: find_program(f) for f in flavours}
+    bench = Bench(
+        f"calib-{os.getpid()}", binaries, find_program(flavours[0], "sdnmpi-replay"), state_root
+    )
     topo = leaf_spine(1, 2, 4, host_bps=LINK_BPS, uplink_bps=LINK_BPS, name="calibration")
     mbps = LINK_BPS * link_scale / 1e6
     progress(f"fabric {bench.fabric}: 8 hosts on 2 leaves, {mbps:g} Mbit/s links")

@@ -10,6 +10,7 @@ line names that pidfile (never by process name).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import re
@@ -17,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -81,6 +83,32 @@ def _run_step(step: Step, env: dict[str, str]) -> None:
         path.chmod(step.mode)
     elif step.argv:
         run_cmd(step.argv, env)
+
+
+# -- one fabric at a time -----------------------------------------------------------------
+
+#: Only one emulated fabric can be up per machine (the userspace datapath's device is
+#: global): programs that bring one up for a while (experiments, ``sdnmpi calibrate``)
+#: hold this lock meanwhile, so that two of them wait for each other instead of
+#: failing; ``flock /run/sdnmpi-fabric.lock COMMAND`` does the same from a shell.
+FABRIC_LOCK = Path("/run/sdnmpi-fabric.lock")
+
+
+@contextlib.contextmanager
+def fabric_lock(
+    progress: Callable[[str], None] = lambda _m: None, path: Path = FABRIC_LOCK
+) -> Iterator[None]:
+    """Hold the machine's fabric lock, waiting for it (one ``progress`` line if busy)."""
+    with path.open("a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"waiting for {path} (another program has the fabric)")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 # -- up ---------------------------------------------------------------------------------

@@ -24,6 +24,14 @@ Fields:
 * ``eager_limits``: per protocol preset of :mod:`sdnmpi.sim.protocol`, the
   largest message that still flowed both ways at once (``sdnmpi-bench bibw``
   bisection), replacing the preset's documented limit.
+* ``exchange_efficiency``: ``{k: e}``, the fraction of its max-min share that
+  a flow gets while its rank pair sends both ways at once over one TCP
+  connection, with ``k`` such pairs exchanging at the same time (measured with
+  ``sdnmpi-replay`` on pairs that share no link).  A real cluster measures
+  about 1; the emulated one less, and less as ``k`` grows, because two cores
+  carry every rank and switch (one pair: 0.96, four: about 0.7).  A phase with
+  ``m`` concurrent exchange pairs slows their flows by ``e(m)`` (interpolated,
+  held constant beyond the measured range, see :meth:`Calibration.efficiency`).
 """
 
 from __future__ import annotations
@@ -39,9 +47,11 @@ import numpy as np
 
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
 from sdnmpi.errors import ConfigError, FormatError
+from sdnmpi.sim import simulate_workload
 from sdnmpi.sim.platform import Platform
-from sdnmpi.sim.protocol import PROTOCOLS, Protocol, resolve_protocol
+from sdnmpi.sim.protocol import IDEAL, PROTOCOLS, Protocol, resolve_protocol
 from sdnmpi.sim.report import SimResult
+from sdnmpi.sim.workload import Workload, concurrent_exchanges
 
 SCHEMA = "sdnmpi.calibration/1"
 _KEYS = {
@@ -51,6 +61,7 @@ _KEYS = {
     "arc_latency_s",
     "base_latency_s",
     "eager_limits",
+    "exchange_efficiency",
     "source",
     "measurements",
 }
@@ -70,6 +81,7 @@ class Calibration:
     arc_latency_s: float | None = None
     base_latency_s: float = 0.0
     eager_limits: dict[str, int | None] = field(default_factory=dict)
+    exchange_efficiency: dict[int, float] = field(default_factory=dict)
     source: str = "nominal"
     measurements: dict[str, Any] = field(default_factory=dict)
 
@@ -90,6 +102,10 @@ class Calibration:
                 isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
             ):
                 raise ConfigError(f"calibration: eager limit of {name} must be an integer >= 0")
+        for k, e in self.exchange_efficiency.items():
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise ConfigError(f"calibration: exchange efficiency for {k!r} pairs (want k >= 1)")
+            _fraction(f"exchange efficiency at {k} pairs", e)
 
     @property
     def rate_factor(self) -> float:
@@ -107,6 +123,18 @@ class Calibration:
         if proto.name in self.eager_limits and PROTOCOLS.get(proto.name) == proto:
             return dataclasses.replace(proto, eager_limit_bytes=self.eager_limits[proto.name])
         return proto
+
+    def efficiency(self, pairs: int) -> float:
+        """Exchange efficiency with ``pairs`` concurrent exchange pairs (1.0 if unmeasured).
+
+        >>> Calibration(exchange_efficiency={1: 0.96, 4: 0.72}).efficiency(2)
+        0.88
+        """
+        if not self.exchange_efficiency or pairs < 1:
+            return 1.0
+        ks = sorted(self.exchange_efficiency)
+        es = [self.exchange_efficiency[k] for k in ks]
+        return float(np.interp(pairs, ks, es))
 
     def platform(self, fabric: Fabric) -> Platform:
         """The fabric's arcs at the calibrated rate and latency."""
@@ -127,9 +155,6 @@ class Calibration:
     ) -> SimResult:
         """:func:`sdnmpi.sim.simulate` on the calibrated platform, with ``base_latency_s``
         added to every flow's path latency."""
-        from sdnmpi.sim import simulate_workload
-        from sdnmpi.sim.workload import Workload
-
         platform = self.platform(fabric)
         workload = Workload.from_demands(platform, demands, routing)
         if self.base_latency_s:
@@ -137,6 +162,11 @@ class Calibration:
                 workload, latency_s=workload.latency_s + self.base_latency_s
             )
         proto = self.protocol(protocol) if protocol is not None else None
+        if self.exchange_efficiency:
+            mask, pairs = concurrent_exchanges(workload, proto or IDEAL)
+            eff = np.array([self.efficiency(int(k)) for k in pairs])
+            scale = np.where(mask, 1.0 / eff[workload.phase], 1.0)
+            workload = dataclasses.replace(workload, size_bytes=workload.size_bytes * scale)
         return simulate_workload(platform, workload, protocol=proto, **kwargs)
 
     # -- JSON --------------------------------------------------------------------------
@@ -149,6 +179,7 @@ class Calibration:
             "arc_latency_s": self.arc_latency_s,
             "base_latency_s": self.base_latency_s,
             "eager_limits": dict(self.eager_limits),
+            "exchange_efficiency": {str(k): e for k, e in sorted(self.exchange_efficiency.items())},
             "source": self.source,
             "measurements": self.measurements,
         }
@@ -170,6 +201,7 @@ class Calibration:
                 arc_latency_s=_optional_number(doc, "arc_latency_s", where),
                 base_latency_s=_number(doc, "base_latency_s", 0.0, where),
                 eager_limits=_limits(doc.get("eager_limits", {}), where),
+                exchange_efficiency=_efficiencies(doc.get("exchange_efficiency", {}), where),
                 source=str(doc.get("source", where)),
                 measurements=dict(doc.get("measurements") or {}),
             )
@@ -216,6 +248,19 @@ def _number(doc: dict[str, Any], key: str, default: float, where: str) -> float:
 
 def _optional_number(doc: dict[str, Any], key: str, where: str) -> float | None:
     return None if doc.get(key) is None else _number(doc, key, 0.0, where)
+
+
+def _efficiencies(value: Any, where: str) -> dict[int, float]:
+    if not isinstance(value, dict):
+        raise FormatError(f"{where}: exchange_efficiency must be an object")
+    out: dict[int, float] = {}
+    for key, e in value.items():
+        if not (isinstance(key, str) and key.isascii() and key.isdigit() and len(key) < 7):
+            raise FormatError(f"{where}: exchange_efficiency key {key!r} is not a pair count")
+        if isinstance(e, bool) or not isinstance(e, int | float):
+            raise FormatError(f"{where}: exchange_efficiency.{key} must be a number")
+        out[int(key)] = float(e)
+    return out
 
 
 def _limits(value: Any, where: str) -> dict[str, int | None]:

@@ -338,6 +338,34 @@ def serialized_exchanges(workload: Workload, protocol: Protocol) -> int:
     return exchange_deps(workload.src_rank, workload.dst_rank, workload.phase, mask).ngroups
 
 
+def concurrent_exchanges(workload: Workload, protocol: Protocol) -> tuple[BoolArray, IntArray]:
+    """Flows that run both ways at once with their reverse: ``(mask, pairs per phase)``.
+
+    A flow a->b whose phase also has b->a is part of an exchange; unless
+    ``protocol`` serializes that exchange, both directions share the rank
+    pair's connection at the same time.  ``pairs per phase`` counts such rank
+    pairs (one occurrence).  Host-level flows (ranks -1) are never exchanges.
+
+    >>> a = lambda v: np.array(v, dtype=np.int64)
+    >>> w = Workload(None, np.ones(3), np.zeros(3), a([0, 0, 0]), a([0, 1, 2]), a([1, 0, 0]),
+    ...              ("p",), a([1]))
+    >>> mask, pairs = concurrent_exchanges(w, Protocol("ideal"))
+    >>> mask.tolist(), pairs.tolist()
+    ([True, True, False], [1])
+    """
+    ranked = (workload.src_rank >= 0) & (workload.dst_rank >= 0)
+    nranks = int(max(workload.src_rank.max(initial=0), workload.dst_rank.max(initial=0))) + 1
+    key = (workload.phase * nranks + workload.src_rank) * nranks + workload.dst_rank
+    rev = (workload.phase * nranks + workload.dst_rank) * nranks + workload.src_rank
+    mask = ranked & np.isin(rev, key[ranked]) & (workload.src_rank != workload.dst_rank)
+    if protocol.serializes:
+        serialized = workload.serialized(protocol)
+        both = exchange_deps(workload.src_rank, workload.dst_rank, workload.phase, serialized)
+        mask &= ~((both.member[:, 0] >= 0) | (both.wait[:, 0] >= 0))
+    pairs = np.bincount(workload.phase[mask], minlength=workload.nphases) // 2
+    return mask, pairs.astype(np.int64)
+
+
 @dataclass(frozen=True, eq=False)
 class Steps:
     """A workload unrolled into steps for the ``ranks`` mode.
