@@ -33,8 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -42,94 +41,19 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import demo_fabric as harness
+from slurm_harness import Manager, set_plugin, srun, stack
 
 from sdnmpi import catalog
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.emu import slurm
-from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.manager.client import ManagerClient
-from sdnmpi.manager.model import ManagerError
 from sdnmpi.wire import manager_pb2 as pb
 
 log = harness.log
-PLUGIN = harness.ROOT / "build" / "spank" / "sdnmpi_spank.so"
 #: (sender, receiver) of each job on leaf_spine(2, 4, 2) (h1, h2 on leaf1 ... h7, h8 on
 #: leaf4): D-mod-K sends the first two over one uplink of leaf1 and one downlink of
 #: leaf3/leaf4's spine, the last two likewise from leaf2; a conflict-free assignment exists.
 JOBS = (("h1", "h6"), ("h2", "h8"), ("h3", "h7"), ("h4", "h5"))
-
-
-class Manager:
-    """``sdnmpi manager run`` on one SQLite file, restartable with other options."""
-
-    def __init__(self, workdir: Path, sock: Path, api: Path) -> None:
-        self.sock, self.log_path = sock, workdir / "manager.log"
-        self.argv = [*harness.CLI, "manager", "run", "--socket", str(sock)]
-        self.argv += ["--db", str(workdir / "manager.db"), "--controller-api", str(api)]
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, rebalance: int = 8) -> None:
-        self.stop()
-        with self.log_path.open("ab") as out:
-            argv = [*self.argv, "--rebalance", str(rebalance)]
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-        harness.wait_for("the manager", self._serving, 30)
-
-    def _serving(self) -> bool:
-        if not self.sock.exists():
-            return False
-        try:
-            with ManagerClient(f"unix:{self.sock}") as c:
-                c.list_jobs()
-        except ManagerError:  # not serving yet
-            return False
-        return True
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=20)
-            self.proc = None
-
-    def moves(self) -> int:
-        """Running jobs moved for a new one so far (the manager's log lines)."""
-        return self.log_path.read_text(errors="replace").count("moved for job")
-
-
-@contextmanager
-def stack(workdir: Path, topo: Any, name: str, link_scale: float, cpus: int) -> Iterator[Any]:
-    """Controller, fabric, manager and Slurm with the plugin; all torn down after."""
-    nsw = len(topo.switches)
-    with harness.cluster(workdir, topo, name, name, nsw, link_scale) as ctl:
-        sock = DEFAULT_STATE_ROOT / name / "manager.sock"
-        mgr = Manager(workdir, sock, ctl.api_path)
-        try:
-            mgr.start()
-            lay = slurm.up(name, plugin=PLUGIN, cpus=cpus,
-                           plugin_args={"manager": f"unix:{sock}", "timeout": "60"})  # fmt: skip
-            log(f"Slurm up: {len(topo.hosts)} nodes, manager {sock}")
-            try:
-                yield mgr, lay
-            finally:
-                slurm.down(name)
-        finally:
-            mgr.stop()
-
-
-def set_plugin(lay: slurm.SlurmLayout, text: str) -> None:
-    """Rewrite plugstack.conf: Slurm reads it at every srun and step start."""
-    lay.plugstack.write_text(text)
-
-
-def srun(name: str, args: list[str], timeout_s: float = 300) -> tuple[float, str, str]:
-    t0 = time.monotonic()
-    res = slurm.run(name, ["srun", *args], capture=True, timeout_s=timeout_s)
-    took = time.monotonic() - t0
-    if res.returncode != 0:
-        raise RuntimeError(
-            f"srun {' '.join(args)} failed ({res.returncode}):\n{res.stderr[-3000:]}"
-        )
-    return took, res.stdout, res.stderr
 
 
 def installed_at(lay: slurm.SlurmLayout, job_id: int) -> list[float]:
@@ -147,7 +71,7 @@ def start_latency(workdir: Path, quick: bool) -> dict[str, Any]:
     name = f"mgs-{os.getpid()}"
     reps = 2 if quick else 5
     spec = "stencil3d:nprocs=160"
-    with stack(workdir, topo, name, 0.01, 8) as (mgr, lay):
+    with stack(workdir, topo, name, 0.01, 8) as (mgr, lay, _ctl):
         with_plugin = lay.plugstack.read_text()
         plain: list[float] = []
         routed: list[float] = []
@@ -189,7 +113,7 @@ def concurrent(workdir: Path, quick: bool) -> dict[str, Any]:
     bench = [str(harness.BENCH), "pairs", "--oneway", "--size", str(size), "--iters", str(iters)]
     bench += ["--warmup", "1", "--json"]
     out: dict[str, Any] = {"topology": "leaf_spine(2, 4, 2) at 10 Mbit/s", "size_bytes": size}
-    with stack(workdir, topo, name, 0.01, 2) as (mgr, lay):
+    with stack(workdir, topo, name, 0.01, 2) as (mgr, lay, _ctl):
         argv = [*harness.CLI, "pattern", "put", "pair", str(patt), "--manager", str(mgr.sock)]
         put = subprocess.run(argv, capture_output=True, text=True, check=False)
         if put.returncode != 0:
