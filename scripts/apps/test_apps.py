@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -134,7 +135,7 @@ def test_hpccinf_grid(n: int, pq: tuple[int, int]) -> None:
 # -- traces -------------------------------------------------------------------
 
 
-def _trace(directory: Path, rank: int, t0: float, events: list[dict]) -> None:
+def _trace(directory: Path, rank: int, t0: float, events: list[dict[str, Any]]) -> None:
     header = {
         "schema": "sdnmpi-trace/1",
         "rank": rank,
@@ -156,7 +157,7 @@ def _trace(directory: Path, rank: int, t0: float, events: list[dict]) -> None:
             fh.write(json.dumps(e) + "\n")
 
 
-def _send(t: float, peer: int, nbytes: int) -> dict:
+def _send(t: float, peer: int, nbytes: int) -> dict[str, Any]:
     return {
         "call": "MPI_Send",
         "kind": "send",

@@ -1,0 +1,96 @@
+"""The report rows of exp_allreduce and exp_unisonflow, from made-up summaries (no root)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+import exp_allreduce
+import exp_unisonflow
+
+MIB = 1 << 20
+
+
+def _ar_row(setting: str, size: int, default: float, ours: float, pred: float) -> dict[str, Any]:
+    return {
+        "nprocs": 8,
+        "setting": setting,
+        "protocol": "openmpi-duplex" if setting == "duplex" else "openmpi",
+        "size_bytes": size,
+        "measured_s": {"default": default, "push/ours": ours},
+        "predicted_s": {"default": pred * 2, "push/ours": pred},
+        "speedup": {"push/ours": default / ours},
+        "predicted_speedup": {"push/ours": 2.0},
+    }
+
+
+def test_allreduce_rows_take_the_best_size_and_the_1_mib_case() -> None:
+    summary = {
+        "topology": "allreduce28",
+        "link_scale": 0.01,
+        "placements": {"8": {"hosts": ["node01"] * 8, "bound_gain": 2.0}},
+        "rows": [
+            _ar_row("duplex", 256 * 1024, 1.0, 0.8, 0.4),
+            _ar_row("duplex", MIB, 4.0, 2.0, 1.5),
+            _ar_row("default", MIB, 5.0, 3.2, 3.1),
+        ],
+    }
+    rows = exp_allreduce.rows(summary)
+    cases = [r.case for r in rows]
+    assert cases == [
+        "8 hosts, push/ours vs default routes, default MPI settings, best of 1 sizes: 1024 KiB",
+        "8 hosts, push/ours vs default routes, default MPI settings, 1 MiB",
+        "8 hosts, push/ours vs default routes, duplex MPI settings, best of 2 sizes: 1024 KiB",
+        "8 hosts, push/ours vs default routes, duplex MPI settings, 1 MiB",
+    ]
+    best = rows[2]
+    assert best.measured == pytest.approx(2.0) and best.predicted == 2.0
+    assert best.paper == pytest.approx(1 / 0.59) and best.bound == 2.0
+    assert best.settings["protocol"] == "openmpi-duplex"
+    assert len(best.details["per_size"]) == 2
+    assert "one direction at a time" in rows[0].reason
+    assert "out of reach" not in best.reason  # the bound (x2.00) allows the paper's x1.69
+
+
+def test_allreduce_rows_say_when_the_bound_forbids_the_papers_gain() -> None:
+    row = _ar_row("duplex", MIB, 4.0, 2.5, 1.5)
+    summary = {
+        "topology": "allreduce28",
+        "link_scale": 0.01,
+        "placements": {"16": {"hosts": ["n"] * 16, "bound_gain": 1.92}},
+        "rows": [{**row, "nprocs": 16}],
+    }
+    (best, _) = exp_allreduce.rows(summary)
+    assert best.paper == pytest.approx(1 / 0.44)
+    assert "out of reach" in best.reason and "x1.92" in best.reason
+
+
+def test_unisonflow_rows() -> None:
+    phases = {
+        "bcast": {"on_intended": 0.99, "on_spine1": 0.99, "spine_bytes": {"spine1": 99}},
+        "reduce": {"on_intended": 0.98, "on_spine1": 0.02, "spine_bytes": {"spine2": 98}},
+    }
+    ecmp = {
+        "bcast": {"on_intended": 0.5, "on_spine1": 0.5, "spine_bytes": {"spine1": 50}},
+        "reduce": {"on_intended": 0.7, "on_spine1": 0.3, "spine_bytes": {"spine1": 30}},
+    }
+    summary = {
+        "size_bytes": MIB,
+        "link_scale": 0.05,
+        "ranks": ["a"],
+        "runs": {"tagged": {"phases": phases}, "ecmp": {"phases": ecmp}},
+    }
+    rows = exp_unisonflow.rows(summary)
+    assert [r.figure for r in rows] == [
+        "Figs. 9-10 (Bcast, proposed)",
+        "Figs. 9-10 (Reduce, proposed)",
+        "Figs. 7-8 (ECMP)",
+        "Figs. 7-8 (ECMP)",
+    ]
+    assert [r.measured for r in rows] == pytest.approx([99.0, 98.0, 50.0, 30.0])
+    assert rows[0].predicted == 100.0 and rows[2].predicted is None
