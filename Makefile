@@ -52,7 +52,13 @@ typecheck: $(STAMP) $(PB)
 unit: $(STAMP) $(PB)
 	$(BIN)/pytest -q
 
-test: lint typecheck unit
+test: lint typecheck unit reproduce-ci
+
+# make test's last step: the quick report (root; without root it says so and passes).
+.PHONY: reproduce-ci
+reproduce-ci: $(STAMP) $(PB) csrc
+	@if [ "$$(id -u)" -ne 0 ]; then echo "reproduce-ci: skipped, needs root (sudo make test)"; \
+	else $(BIN)/python scripts/reproduce.py --quick --strict --out out/reproduce $(REPRODUCE_ARGS); fi
 
 demo: $(STAMP) $(PB)
 	@scripts/demo.sh

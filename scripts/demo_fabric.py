@@ -188,6 +188,64 @@ def _cluster(
             log(f"emu down {name}: rc={res.returncode}")
 
 
+class CpuMonitor:
+    """Whether a run was limited by the machine's CPU rather than the emulated links.
+
+    Two figures over the run: the machine's busy share (``/proc/stat``, all cores)
+    and the share of the run the switch process (``ovs-vswitchd``, every thread)
+    spent runnable but waiting for a core (``/proc/PID/task/*/schedstat``).  The
+    emulated links only limit a run if the switches forward every frame as it
+    comes: when the switch waits for a core for more than :data:`SWITCH_WAIT_LIMIT`
+    of the run while the cores are saturated, the run is CPU-bound.
+    """
+
+    SWITCH_WAIT_LIMIT = 0.2
+    BUSY_LIMIT = 0.95
+
+    def __init__(self, fabric: str) -> None:
+        plan = runner.make_plan_for(fabric, DEFAULT_STATE_ROOT)
+        self.pid = int((plan.run_dir / "ovs-vswitchd.pid").read_text().split()[0])
+        self.result: dict[str, float] = {}
+
+    @staticmethod
+    def _stat() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(fields), fields[3] + fields[4]
+
+    def _wait_ns(self) -> int:
+        total = 0
+        for f in Path(f"/proc/{self.pid}/task").glob("*/schedstat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                total += int(f.read_text().split()[1])
+        return total
+
+    def __enter__(self) -> CpuMonitor:
+        self._t0, self._cpu0, self._wait0 = time.monotonic(), self._stat(), self._wait_ns()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = max(time.monotonic() - self._t0, 1e-9)
+        (t0, i0), (t1, i1) = self._cpu0, self._stat()
+        busy = 1 - (i1 - i0) / max(t1 - t0, 1)
+        wait = (self._wait_ns() - self._wait0) / 1e9 / wall
+        self.result = {"machine_busy": busy, "switch_wait": wait, "wall_s": wall}
+
+    @property
+    def cpu_bound(self) -> bool:
+        """Both cores saturated and the switch kept waiting for one."""
+        r = self.result
+        return r.get("machine_busy", 0) > self.BUSY_LIMIT and r.get("switch_wait", 0) > (
+            self.SWITCH_WAIT_LIMIT
+        )
+
+    def evidence(self) -> str:
+        r = self.result
+        return (
+            f"machine busy {100 * r.get('machine_busy', 0):.0f} %, switch waited for a core "
+            f"{100 * r.get('switch_wait', 0):.0f} % of the run"
+        )
+
+
 def pattern(nprocs: int, shift: int, size: int) -> Pattern:
     """What ``sdnmpi-bench pairs --oneway --shift S`` sends: r -> r + S for (r / S) even."""
     cells = [(r, r + shift, size) for r in range(nprocs) if (r // shift) % 2 == 0]

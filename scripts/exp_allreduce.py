@@ -136,8 +136,9 @@ def predict(
 
 def run_case(
     workdir: Path, topo: Topology, case: Case, sizes: tuple[str, str], iters: int, scale: float
-) -> dict[int, float]:
-    """size -> mean seconds per Allreduce (the slowest rank's mean), measured."""
+) -> tuple[dict[int, float], dict[str, float]]:
+    """size -> mean seconds per Allreduce (the slowest rank's mean), measured; and the
+    CPU figures of the run (:class:`demo_fabric.CpuMonitor`)."""
     spec = WAYS[case.way][0]
     name = f"ar-{os.getpid()}"
     extra = ("--primitives", spec) if spec else ()
@@ -151,10 +152,14 @@ def run_case(
             env.append("SDNMPI_PUSH_TIMEOUT_MS=10000")
         program = [str(harness.BENCH), "coll", "--op", "allreduce", "--min", sizes[0]]
         program += ["--max", sizes[1], "--iters", str(iters), "--warmup", "1", "--json"]
-        doc, stderr = harness.mpirun_json(name, case.hosts, program, env, 1800)
+        with harness.CpuMonitor(name) as cpu:
+            doc, stderr = harness.mpirun_json(name, case.hosts, program, env, 1800)
         if "not confirmed" in stderr:
             log(f"{tag}: {stderr.strip().splitlines()[-1]}")
-    return {int(r["size_bytes"]): float(r["time_max_s"]) for r in doc["results"]}
+        if cpu.cpu_bound:
+            log(f"{tag}: CPU-bound: {cpu.evidence()}")
+    times = {int(r["size_bytes"]): float(r["time_max_s"]) for r in doc["results"]}
+    return times, {**cpu.result, "cpu_bound": float(cpu.cpu_bound)}
 
 
 def plot(results: list[dict[str, Any]], path: Path) -> None:
@@ -212,13 +217,15 @@ def experiment(
             hosts, gain = placements[n]
             log(f"{n} ranks on {','.join(hosts)}: the LP bound allows x{gain:.2f} over D-mod-K")
             for setting in settings:
-                times = {
+                runs = {
                     way: run_case(
                         Path(tmp), topo, Case(n, hosts, setting, way), sizes, iters, scale
                     )
-                    for way in WAYS
+                    for way in ways
                 }
-                results += _rows(topo, n, hosts, setting, times, cal)
+                times = {way: t for way, (t, _) in runs.items()}
+                cpu = {way: c for way, (_, c) in runs.items()}
+                results += [{**r, "cpu": cpu} for r in _rows(topo, n, hosts, setting, times, cal)]
     png = out / "allreduce.png"
     plot(results, png)
     return {
@@ -332,9 +339,21 @@ def _row(
     )
 
 
+def _cpu_bound(case: dict[str, Any], way: str) -> bool:
+    cpu = case.get("cpu", {})
+    return any(cpu.get(w, {}).get("cpu_bound", 0) for w in ("default", way))
+
+
 def _reason(n: int, best: dict[str, Any], way: str, summary: dict[str, Any]) -> str:
     bound = summary["placements"][str(n)]["bound_gain"]
     parts = [f"the LP bound allows x{bound:.2f} over D-mod-K for this placement"]
+    for w in ("default", way):
+        c = best.get("cpu", {}).get(w)
+        if c and c.get("cpu_bound"):
+            parts.append(
+                f"{w} run CPU-bound: machine busy {100 * c['machine_busy']:.0f} %, switch "
+                f"waited for a core {100 * c['switch_wait']:.0f} % of the run"
+            )
     if bound < PAPER_SPEEDUP[n]:
         parts.append(f"so the paper's x{PAPER_SPEEDUP[n]:.2f} is out of reach by routing")
     if best["setting"] == "default":

@@ -150,6 +150,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="Seconds per experiment (default 1200 quick, 14400 full; 0: none).",
     )
     ap.add_argument(
+        "--strict",
+        action="store_true",
+        help="Exit 1 when any experiment failed (make test uses it; skipped rows are fine).",
+    )
+    ap.add_argument(
         "--state-dir",
         type=Path,
         default=DEFAULT_STATE_ROOT,
@@ -195,6 +200,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"plots of {experiment}: {', '.join(plots)}")
     if outcome.interrupted:
         return 130
+    if args.strict and counts.get("failed"):
+        print(f"reproduce: {counts['failed']} row(s) failed (--strict)", file=sys.stderr)
+        return 1
     return 0 if outcome.ran else 1
 
 
