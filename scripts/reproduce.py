@@ -39,6 +39,10 @@ TIMEOUT_S = {"quick": 1200.0, "full": 4 * 3600.0}
 #: and the papers' values (the seeds are in ../shared/seeds).  Adding an experiment:
 #: a module scripts/exp_NAME.py with reproduce(ctx), and one Entry here.
 REGISTRY: tuple[Entry, ...] = (
+    Entry("exp_duplex", "issue 11 full-duplex exchanges", (
+        Figure("bibw / bw (osu_bibw, osu_bw)", "bandwidth_ratio", None,
+               "target >= 1.8 with the duplex settings", "both MPI libraries, 256 KiB-2 MiB"),
+    )),
     Entry("exp_allreduce", "002 SDN_MPI_Allreduce", (
         Figure("Figs. 9-10 (8 nodes)", "speedup", 1 / (1 - 0.41), "41 % less time at most",
                "8 hosts, push mode vs default routes"),
