@@ -415,3 +415,26 @@ def test_fabric_lock_waits_for_the_holder(tmp_path: Path):
     t.join()
     assert events[0] == "first in" and events[-2:] == ["first out", "second in"]
     assert any(e.startswith("waiting for") for e in events)
+
+
+def test_fabric_lock_is_reentrant_and_inherited(tmp_path: Path):
+    """A holder's own nested hold and its children's holds return at once; an
+    unrelated process waits."""
+    import sys
+
+    lock = tmp_path / "fabric.lock"
+    child = (
+        "import sys; from pathlib import Path; from sdnmpi.emu import runner\n"
+        "with runner.fabric_lock(lambda m: print(m), path=Path(sys.argv[1])):\n"
+        "    print('child in')\n"
+    )
+    with runner.fabric_lock(path=lock):
+        with runner.fabric_lock(path=lock):  # nested in one thread: no deadlock
+            pass
+        argv = [sys.executable, "-c", child, str(lock)]
+        inherited = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        assert inherited.stdout.strip() == "child in", inherited.stderr
+        env = {k: v for k, v in os.environ.items() if k != runner.LOCK_HELD_ENV}
+        with pytest.raises(subprocess.TimeoutExpired):  # not a child of the holder: waits
+            subprocess.run(argv, env=env, capture_output=True, timeout=5, check=False)
+    assert runner.LOCK_HELD_ENV not in os.environ

@@ -179,6 +179,7 @@ def options(tmp_path: Path, root: Path, **kw: Any) -> Options:
     cal = tmp_path / "cal.json"
     Calibration.nominal(0.01).save(cal)
     base: dict[str, Any] = {"out": tmp_path / "out", "calibration": cal, "state_root": root}
+    base["lock"] = tmp_path / "fabric.lock"  # not the machine's: experiments may run
     base["timeout_s"] = 20.0
     base.update(kw)
     return Options(**base)
@@ -361,7 +362,7 @@ def _script():
 def test_script_registry_and_selection():
     script = _script()
     modules = [e.module for e in script.REGISTRY]
-    assert modules[:2] == ["exp_allreduce", "exp_unisonflow"]
+    assert modules[:3] == ["exp_duplex", "exp_allreduce", "exp_unisonflow"]
     assert {"exp_miniapps", "exp_netsa", "exp_apps"} <= set(modules)
     assert [e.module for e in script.select("netsa,exp_allreduce")] == [
         "exp_allreduce",

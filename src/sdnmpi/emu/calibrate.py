@@ -245,7 +245,8 @@ def calibrate(
     state_root: Path = DEFAULT_STATE_ROOT,
     progress: Progress = lambda _msg: None,
 ) -> Calibration:
-    """Bring up the calibration fabric, measure, tear it down (also on error)."""
+    """Bring up the calibration fabric (holding the machine's fabric lock), measure, tear
+    it down (also on error)."""
     if not link_scale > 0:
         raise ConfigError(f"--link-scale must be > 0, got {link_scale}")
     unknown = [f for f in flavours if f not in PRESET]
@@ -257,11 +258,12 @@ def calibrate(
     )
     topo = leaf_spine(1, 2, 4, host_bps=LINK_BPS, uplink_bps=LINK_BPS, name="calibration")
     mbps = LINK_BPS * link_scale / 1e6
-    progress(f"fabric {bench.fabric}: 8 hosts on 2 leaves, {mbps:g} Mbit/s links")
-    try:
-        runner.up(
-            topo, bench.fabric, link_scale=link_scale, state_root=state_root, l2_learning=True
-        )
-        return measure(bench, link_scale, flavours, quick, progress)
-    finally:
-        runner.down(bench.fabric, state_root=state_root)
+    with runner.fabric_lock(progress):  # one fabric per machine: queue behind others
+        progress(f"fabric {bench.fabric}: 8 hosts on 2 leaves, {mbps:g} Mbit/s links")
+        try:
+            runner.up(
+                topo, bench.fabric, link_scale=link_scale, state_root=state_root, l2_learning=True
+            )
+            return measure(bench, link_scale, flavours, quick, progress)
+        finally:
+            runner.down(bench.fabric, state_root=state_root)

@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -88,27 +89,71 @@ def _run_step(step: Step, env: dict[str, str]) -> None:
 # -- one fabric at a time -----------------------------------------------------------------
 
 #: Only one emulated fabric can be up per machine (the userspace datapath's device is
-#: global): programs that bring one up for a while (experiments, ``sdnmpi calibrate``)
-#: hold this lock meanwhile, so that two of them wait for each other instead of
-#: failing; ``flock /run/sdnmpi-fabric.lock COMMAND`` does the same from a shell.
+#: global): programs that bring one up for a while (experiments, ``sdnmpi calibrate``,
+#: the integration tests) hold this lock meanwhile, so that two of them wait for each
+#: other instead of failing; ``flock /run/sdnmpi-fabric.lock COMMAND`` does the same
+#: from a shell.
 FABRIC_LOCK = Path("/run/sdnmpi-fabric.lock")
+#: Set in the environment while a process holds the lock: its children (an experiment
+#: run by a test, ``sdnmpi calibrate`` run by ``make reproduce``) inherit the hold
+#: instead of waiting for their own parent forever.  Its value is the holder's PID.
+LOCK_HELD_ENV = "SDNMPI_FABRIC_LOCK_HELD"
+
+
+#: Threads of this process that hold the lock now (reentrant within a thread).
+_holders: dict[int, int] = {}
 
 
 @contextlib.contextmanager
 def fabric_lock(
     progress: Callable[[str], None] = lambda _m: None, path: Path = FABRIC_LOCK
 ) -> Iterator[None]:
-    """Hold the machine's fabric lock, waiting for it (one ``progress`` line if busy)."""
+    """Hold the machine's fabric lock, waiting for it (one ``progress`` line if busy).
+
+    Reentrant: within a thread that holds it, and in a child process of a holder
+    (``LOCK_HELD_ENV`` names a live ancestor), this returns at once, the outer hold
+    covering the inner one.  Another thread of the holding process waits like any
+    other program.
+    """
+    me = threading.get_ident()
+    holder = os.environ.get(LOCK_HELD_ENV, "")
+    inherited = holder.isdigit() and int(holder) != os.getpid() and _alive(int(holder))
+    if inherited or me in _holders:
+        _holders[me] = _holders.get(me, 0) + 1
+        try:
+            yield
+        finally:
+            _holders[me] -= 1
+            if not _holders[me]:
+                del _holders[me]
+        return
     with path.open("a") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             progress(f"waiting for {path} (another program has the fabric)")
             fcntl.flock(fh, fcntl.LOCK_EX)
+        _holders[me] = 1
+        os.environ[LOCK_HELD_ENV] = str(os.getpid())
         try:
             yield
         finally:
+            del _holders[me]
+            if holder:
+                os.environ[LOCK_HELD_ENV] = holder
+            else:
+                os.environ.pop(LOCK_HELD_ENV, None)
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # -- up ---------------------------------------------------------------------------------

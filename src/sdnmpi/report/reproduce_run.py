@@ -42,6 +42,7 @@ from types import FrameType
 from typing import Any
 
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
+from sdnmpi.emu.runner import FABRIC_LOCK, fabric_lock
 from sdnmpi.errors import ConfigError, SdnMpiError
 from sdnmpi.report.reproduce import (
     METRICS,
@@ -124,6 +125,9 @@ class Options:
     cli: tuple[str, ...] = CLI
     command: str = ""
     repo: Path | None = None
+    #: Held for the whole run, so no other program's fabric runs between (or during)
+    #: the experiments; they and ``sdnmpi calibrate`` inherit the hold.
+    lock: Path = FABRIC_LOCK
 
 
 @dataclass
@@ -333,8 +337,14 @@ def _with_note(rows: list[Row], notes: Sequence[str]) -> list[Row]:
 
 # -- the run ---------------------------------------------------------------------------
 def run(entries: Sequence[Entry], options: Options) -> Outcome:
-    """Calibrate, run every entry, write ``report.json``, ``report.md`` and plots."""
+    """Calibrate, run every entry, write ``report.json``, ``report.md`` and plots; all of
+    it holding the machine's fabric lock (other fabric programs wait)."""
     options.out.mkdir(parents=True, exist_ok=True)
+    with fabric_lock(lambda msg: log.info("%s", msg), path=options.lock):
+        return _run(entries, options)
+
+
+def _run(entries: Sequence[Entry], options: Options) -> Outcome:
     meta = base_meta(options)
     already = sorted(list_fabrics(options.state_root))
     if already:
