@@ -18,6 +18,7 @@ help:
 	@echo "make exp-unisonflow  the UnisonFlow experiment on the emulated fabric (root)"
 	@echo "make exp-overhead    tagging and profiling overhead: emulated fabric, then a direct link (root)"
 	@echo "make exp-allreduce   SDN_MPI_Allreduce: push mode vs default routes (root)"
+	@echo "make exp-miniapps    seed 001's mini-apps under Slurm: D-mod-K vs ours (root)"
 	@echo "make exp-manager     Slurm jobs: start latency, concurrent jobs with the manager (root)"
 	@echo "make reproduce [QUICK=1]  every seed paper's experiments, one report in out/reproduce (root)"
 
@@ -75,6 +76,11 @@ exp-unisonflow: $(STAMP)
 # SDN_MPI_Allreduce (root): Allreduce time over sizes, default routes vs push mode.
 exp-allreduce: $(STAMP)
 	$(BIN)/python scripts/exp_allreduce.py
+
+# Seed 001's mini-apps under Slurm (root): D-mod-K vs the manager's routes on milk.
+.PHONY: exp-miniapps
+exp-miniapps: $(STAMP) $(PB)
+	$(BIN)/python scripts/exp_miniapps.py
 
 # Many jobs under Slurm (root): job start latency and concurrent jobs, manager vs default.
 .PHONY: exp-manager

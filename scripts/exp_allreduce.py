@@ -304,6 +304,7 @@ def _row(
     cases: list[dict[str, Any]],
 ) -> Row:
     figure, paper_text = FIGURES[n]
+    cpu_bound = _cpu_bound(best, way)
     which = (
         f"best of {len(cases)} sizes: {best['size_bytes'] // 1024} KiB" if how == "best" else how
     )
@@ -324,7 +325,8 @@ def _row(
             "link_scale": summary["link_scale"],
             "placement": summary["placements"][str(n)]["hosts"],
         },
-        network_limited=True,
+        network_limited=not cpu_bound,
+        status="cpu-bound" if cpu_bound else "ok",
         reason=_reason(n, best, way, summary),
         details={
             "per_size": [

@@ -10,6 +10,8 @@ and output.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import signal
 import subprocess
 import time
@@ -75,10 +77,12 @@ def stack(
     cpus: int,
     extra: tuple[str, ...] = (),
     plugin_args: dict[str, str] | None = None,
+    logs_to: Path | None = None,
 ) -> Iterator[Any]:
     """Controller (``extra``: more ``controller run`` options, e.g. ``--router ecmp``),
     fabric, manager and Slurm with the plugin (``plugin_args`` added to its plugstack
-    line); all torn down after.  Yields ``(manager, slurm layout, controller)``."""
+    line); all torn down after, the daemons' logs first copied to ``logs_to`` if given.
+    Yields ``(manager, slurm layout, controller)``."""
     nsw = len(topo.switches)
     with harness.cluster(workdir, topo, name, name, nsw, link_scale, extra) as ctl:
         sock = DEFAULT_STATE_ROOT / name / "manager.sock"
@@ -91,9 +95,19 @@ def stack(
             try:
                 yield mgr, lay, ctl
             finally:
+                if logs_to is not None:
+                    keep_logs(logs_to, [*lay.dir.glob("*.log"), mgr.log_path, ctl.log_path])
                 slurm.down(name)
         finally:
             mgr.stop()
+
+
+def keep_logs(dest: Path, paths: list[Path]) -> None:
+    """Copy the daemons' logs (what is left of them) to ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in paths:
+        with contextlib.suppress(OSError):
+            shutil.copyfile(path, dest / path.name)
 
 
 def set_plugin(lay: slurm.SlurmLayout, text: str) -> None:

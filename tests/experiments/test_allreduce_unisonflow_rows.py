@@ -94,3 +94,20 @@ def test_unisonflow_rows() -> None:
     ]
     assert [r.measured for r in rows] == pytest.approx([99.0, 98.0, 50.0, 30.0])
     assert rows[0].predicted == 100.0 and rows[2].predicted is None
+
+
+def test_a_cpu_bound_allreduce_run_is_not_a_routing_result() -> None:
+    busy = {"cpu_bound": 1.0, "machine_busy": 0.99, "switch_wait": 0.29}
+    calm = {"cpu_bound": 0.0, "machine_busy": 0.5, "switch_wait": 0.01}
+    row = {**_ar_row("duplex", MIB, 4.0, 2.5, 1.5), "cpu": {"default": calm, "push/ours": busy}}
+    summary = {
+        "topology": "allreduce28",
+        "link_scale": 0.01,
+        "placements": {"8": {"hosts": ["n"] * 8, "bound_gain": 2.0}},
+        "rows": [row],
+    }
+    best, _ = exp_allreduce.rows(summary)
+    assert best.status == "cpu-bound" and best.network_limited is False
+    assert "push/ours run CPU-bound: machine busy 99 %" in best.reason
+    calm_summary = {**summary, "rows": [{**row, "cpu": {"default": calm, "push/ours": calm}}]}
+    assert exp_allreduce.rows(calm_summary)[0].status == "ok"

@@ -111,7 +111,10 @@ def slurm_conf(plan: FabricPlan, lay: SlurmLayout, cpus: int = 4, plugstack: boo
         "MpiDefault=pmix",  # Open MPI; MPICH needs srun --mpi=pmi2
         "ReturnToService=2",
         "SlurmctldTimeout=30",
-        "SlurmdTimeout=30",
+        # Two cores carry every node's ranks: a busy 128-rank job starved slurmd long
+        # enough at 30 s for slurmctld to cancel its step as a node failure.
+        "SlurmdTimeout=120",
+        "MessageTimeout=30",
         "InactiveLimit=0",
         "KillWait=5",
         "KillOnBadExit=1",  # a rank that crashes ends its step: MPI peers would wait forever
