@@ -34,6 +34,13 @@ def test_topology_show_milk_json(capsys):
     assert {h["switch"] for h in s["hosts"]} == {"edge1", "edge2", "edge3", "edge4"}
 
 
+def test_topology_show_prints_macs_as_written(capsys):
+    """milk03's MAC holds ":cd:", which rich turned into an emoji before."""
+    code, out, _ = run(capsys, "topology", "show", "milk")
+    assert code == 0
+    assert "00:30:48:cd:a5:61" in out
+
+
 def test_pattern_show_cg_trace_json(capsys, workloads_dir: Path):
     code, out, _ = run(capsys, "pattern", "show", str(workloads_dir / "cg-c-128.tar.gz"), "--json")
     assert code == 0

@@ -24,8 +24,8 @@ app = typer.Typer(
     help="An emulated cluster: host namespaces, a private Open vSwitch, shaped veth links.",
     no_args_is_help=True,
 )
-console = Console()
-err_console = Console(stderr=True)
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 NAME = typer.Option("default", "--name", help="Fabric name (several fabrics can be defined).")
 STATE_ROOT = typer.Option(

@@ -18,8 +18,8 @@ from sdnmpi.core.routing import info as router_info
 from sdnmpi.errors import ConfigError
 from sdnmpi.sim import PROTOCOLS, parse_protocol
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 DEFAULT_ROUTERS = "single,ecmp,dmodk,minhop,greedy,ours"
 
 

@@ -25,7 +25,7 @@ app = typer.Typer(
     help="Communication patterns: traces, NetSA matrices, collectives, mini-apps.",
     no_args_is_help=True,
 )
-console = Console()
+console = Console(emoji=False)
 
 SPEC_HELP = (
     "A file (pfprof trace .tar.gz or directory, NetSA .xml[#ID], sdnmpi .json) or a spec "

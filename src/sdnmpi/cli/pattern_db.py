@@ -21,7 +21,7 @@ from sdnmpi.controller import switch_record
 from sdnmpi.errors import ConfigError
 from sdnmpi.formats import sdnmpitrace
 
-console = Console(stderr=True)
+console = Console(stderr=True, emoji=False)
 
 
 @app.command("activate")

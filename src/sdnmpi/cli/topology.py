@@ -15,7 +15,7 @@ from sdnmpi.cli.units import bps
 from sdnmpi.core.summary import topology_summary
 
 app = typer.Typer(help="Topologies: presets, GraphML and JSON files.", no_args_is_help=True)
-console = Console()
+console = Console(emoji=False)
 
 
 @app.command("show")
