@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SHARED ?= $(abspath ../shared)
 CG_TRACE := $(SHARED)/workloads/pfsim-traces/cg-c-128.tar.gz
 
-.PHONY: all test demo bench lint typecheck unit deps venv clean help exp-unisonflow exp-overhead exp-allreduce
+.PHONY: all test demo bench lint typecheck unit deps venv clean help exp-unisonflow exp-overhead exp-allreduce exp-apps
 
 all: test
 
@@ -20,6 +20,8 @@ help:
 	@echo "make exp-allreduce   SDN_MPI_Allreduce: push mode vs default routes (root)"
 	@echo "make exp-miniapps    seed 001's mini-apps under Slurm: D-mod-K vs ours (root)"
 	@echo "make exp-manager     Slurm jobs: start latency, concurrent jobs with the manager (root)"
+	@echo "make exp-apps        LAMMPS and HPCC under Slurm: ours vs D-mod-K and ECMP (root)"
+	@echo "make exp-netsa       NetSA: hops, collectives, NPB kernels: one switch, LACP, NetSA (root)"
 	@echo "make reproduce [QUICK=1]  every seed paper's experiments, one report in out/reproduce (root)"
 
 # System packages (apt), installed only when missing; the list grows with the project.
@@ -82,10 +84,19 @@ exp-allreduce: $(STAMP)
 exp-miniapps: $(STAMP) $(PB)
 	$(BIN)/python scripts/exp_miniapps.py
 
+# NetSA (root): hop count, collectives and NPB kernels three ways, rule install time.
+.PHONY: exp-netsa
+exp-netsa: $(STAMP)
+	$(BIN)/python scripts/exp_netsa.py
+
 # Many jobs under Slurm (root): job start latency and concurrent jobs, manager vs default.
 .PHONY: exp-manager
 exp-manager: $(STAMP) $(PB)
 	$(BIN)/python scripts/exp_manager.py
+
+# Real applications under Slurm (root): LAMMPS and HPCC, profile, pattern, three routings.
+exp-apps: $(STAMP) $(PB) csrc
+	$(BIN)/python scripts/exp_apps.py
 
 # Every seed paper's experiments (root): calibrate, run each scripts/exp_*.py of the
 # registry in scripts/reproduce.py, write out/reproduce/report.{md,json} and plots

@@ -219,24 +219,36 @@ class CpuMonitor:
                 total += int(f.read_text().split()[1])
         return total
 
+    def sample(self) -> tuple[float, int, int, int]:
+        """Now: (monotonic seconds, CPU jiffies in all, idle jiffies, switch wait ns)."""
+        total, idle = self._stat()
+        return time.monotonic(), total, idle, self._wait_ns()
+
+    @staticmethod
+    def figures(a: tuple[float, int, int, int], b: tuple[float, int, int, int]) -> dict[str, float]:
+        """The figures between two :meth:`sample` results (what ``result`` holds)."""
+        wall = max(b[0] - a[0], 1e-9)
+        busy = 1 - (b[2] - a[2]) / max(b[1] - a[1], 1)
+        return {"machine_busy": busy, "switch_wait": (b[3] - a[3]) / 1e9 / wall, "wall_s": wall}
+
+    @classmethod
+    def bound(cls, figures: dict[str, float]) -> bool:
+        """Whether :meth:`figures` say CPU-bound (see :attr:`cpu_bound`)."""
+        return figures.get("machine_busy", 0) > cls.BUSY_LIMIT and figures.get("switch_wait", 0) > (
+            cls.SWITCH_WAIT_LIMIT
+        )
+
     def __enter__(self) -> CpuMonitor:
-        self._t0, self._cpu0, self._wait0 = time.monotonic(), self._stat(), self._wait_ns()
+        self._first = self.sample()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        wall = max(time.monotonic() - self._t0, 1e-9)
-        (t0, i0), (t1, i1) = self._cpu0, self._stat()
-        busy = 1 - (i1 - i0) / max(t1 - t0, 1)
-        wait = (self._wait_ns() - self._wait0) / 1e9 / wall
-        self.result = {"machine_busy": busy, "switch_wait": wait, "wall_s": wall}
+        self.result = self.figures(self._first, self.sample())
 
     @property
     def cpu_bound(self) -> bool:
         """Both cores saturated and the switch kept waiting for one."""
-        r = self.result
-        return r.get("machine_busy", 0) > self.BUSY_LIMIT and r.get("switch_wait", 0) > (
-            self.SWITCH_WAIT_LIMIT
-        )
+        return self.bound(self.result)
 
     def evidence(self) -> str:
         r = self.result

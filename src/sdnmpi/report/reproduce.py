@@ -102,6 +102,7 @@ METRICS: dict[str, Metric] = {
         Metric("time_increase_pct", "%", False, "any", "percent", "time added over baseline"),
         Metric("latency_increase_pct", "%", False, "any", "percent", "latency added over baseline"),
         Metric("on_intended_pct", "%", True, "nonnegative", "percent", "bytes on intended links"),
+        Metric("comm_share_pct", "%", False, "nonnegative", "percent", "share of run in MPI"),
     )
 }
 
