@@ -360,6 +360,12 @@ def _reason(n: int, best: dict[str, Any], way: str, summary: dict[str, Any]) -> 
         parts.append(f"so the paper's x{PAPER_SPEEDUP[n]:.2f} is out of reach by routing")
     if best["setting"] == "default":
         parts.append("default settings: rendezvous exchanges run one direction at a time")
+    if best["speedup"][way] < 0.85 * best["predicted_speedup"][way]:
+        parts.append(
+            "below the prediction: the Allreduce's steps run without barriers and a rank "
+            "early to its next step sends into a host still receiving, which the fluid model "
+            "does not reproduce (docs/emulator-fidelity.md)"
+        )
     return "; ".join(parts)
 
 
