@@ -235,14 +235,16 @@ def check_doc(doc: dict[str, Any], pattern: Pattern) -> None:
 
 
 def manager_job(sock: Path) -> dict[str, Any]:
-    """The newest job the manager knows: whether and how it was routed."""
+    """The newest job the manager knows and how it was routed (it has ended: its
+    routes are removed, so ``routed`` is whether flow-mods went out for it and no
+    fallback to default routes was recorded)."""
     with ManagerClient(f"unix:{sock}") as c:
         jobs = c.list_jobs(include_finished=True)
     if not jobs:
-        return {}
+        return {"routed": False, "detail": "the manager knows no job"}
     job = max(jobs, key=lambda j: j.job_id)
     r = job.routes
-    return {"job_id": job.job_id, "installed": r.installed, "pairs": r.pairs,
+    return {"job_id": job.job_id, "routed": r.flow_mods > 0 and not r.detail,
             "flow_mods": r.flow_mods, "install_s": r.install_s, "detail": r.detail}  # fmt: skip
 
 
@@ -287,7 +289,7 @@ def run_app(
             if way == "ours":
                 job = manager_job(sock)
                 out["routes"].append(job)
-                if not job.get("installed"):
+                if not job["routed"]:
                     raise RuntimeError(f"ours ran on default routes: {job.get('detail') or job}")
             log(f"{app.name} rep {rep + 1} {way}: {doc['total_s']:.2f} s per pass"
                 f"{' (CPU-bound)' if cpu['cpu_bound'] else ''}")  # fmt: skip

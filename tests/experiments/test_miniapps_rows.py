@@ -61,7 +61,7 @@ def _result(app: str, dmodk: list[float], ours: list[float], busy: float = 0.5) 
             "dmodk": [{**cpu, "cpu_bound": float(busy > 0.9)}] * len(dmodk),
             "ours": [{**cpu, "cpu_bound": 0.0}] * len(ours),
         },
-        "routes": [{"installed": True, "flow_mods": 10}],
+        "routes": [{"routed": True, "flow_mods": 10}],
         "hosts": ["milk01"] * 128,
         "predicted_s": {"dmodk": 60.0, "ours": 40.0},
         "bound_gain": 1.5,
