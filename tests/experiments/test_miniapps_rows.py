@@ -102,3 +102,24 @@ def test_fewer_ranks_than_the_seed_say_why() -> None:
     assert "128 ranks (2 per node), not the seed's 160" in row.reason
     assert mini.APPS[0].pattern_spec(2) == "cg:nprocs=32,klass=B,niter=1"
     assert mini.APPS[5].pattern_spec(8) == "spmv:nprocs=160,iterations=10"
+
+
+def test_a_failed_run_is_retried_once_and_noted(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def flaky(
+        name: str, argv: list[str], timeout_s: float
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        calls.append(name)
+        if len(calls) == 1:
+            raise RuntimeError("srun failed (143): connect() failed\nmore")
+        return {"total_s": 1.0}, {"cpu_bound": 0.0}
+
+    monkeypatch.setattr(mini, "run_job", flaky)
+    monkeypatch.setattr(mini, "cancel_all", lambda name: None)
+    retries: list[str] = []
+    doc, _ = mini.run_retrying("f", [], 10.0, retries)
+    assert doc == {"total_s": 1.0} and retries == ["srun failed (143): connect() failed"]
+    monkeypatch.setattr(mini, "run_job", lambda *a: (_ for _ in ()).throw(RuntimeError("x")))
+    with pytest.raises(RuntimeError):  # twice: the app's row fails
+        mini.run_retrying("f", [], 10.0, [])

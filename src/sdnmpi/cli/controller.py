@@ -50,7 +50,8 @@ def run_command(
         "--api-socket",
         help="Unix socket (mode 0600) for job routes: JSON lines "
         '{"op": "install_job", "job_id": N, "pairs": {"h1>h3": ["h1", "leaf1", ...]}} '
-        'and {"op": "remove_job", "job_id": N}; each answered after the barriers confirm.',
+        'and {"op": "remove_job", "job_id": N}; each answered after the barriers confirm. '
+        'A node written "leaf1:10" is left by port 10 (one of several parallel links).',
     ),
     tag_budget: int | None = typer.Option(
         None, "--tag-budget", help="MPI-tag rules allowed per switch (default: no limit)."
