@@ -28,7 +28,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sdnmpi import catalog
-from sdnmpi.controller.routes import path_names
 from sdnmpi.core.classify import classify
 from sdnmpi.core.generators import GBPS, host_ip, host_mac
 from sdnmpi.core.pattern import Pattern
@@ -237,7 +236,7 @@ def job_request(fabric: Fabric, job: Mapping[Pair, ArcPath]) -> dict[str, list[s
     by one of several parallel links written ``name:port``."""
     topo, names = fabric.topology, fabric.names
     return {
-        f"{names[s]}>{names[d]}": path_names(topo, [topo.arcs[a] for a in path])
+        f"{names[s]}>{names[d]}": topo.path_names([topo.arcs[a] for a in path])
         for (s, d), path in sorted(job.items())
     }
 

@@ -253,8 +253,6 @@ def test_property_job_routes_deliver_loop_free_along_their_plan(scenario):
 def test_named_paths_choose_among_parallel_links_by_port():
     # leaf_spine(1, 2, 1, uplinks_per_pair=2): leaf1 reaches spine1 by ports 2 and 3,
     # spine1 reaches leaf2 by ports 3 and 4; plain names take the lowest port
-    from sdnmpi.controller.routes import path_names
-
     topo = leaf_spine(1, 2, 1, uplinks_per_pair=2)
     setup = steady(topo, "ecmp")
     plain = _hops(setup, ("h1", "leaf1", "spine1", "leaf2", "h2"))
@@ -263,7 +261,7 @@ def test_named_paths_choose_among_parallel_links_by_port():
     assert [h.out_port for h in _hops(setup, second).hops] == [3, 4, 1]
     by_port = {(a.src, a.src_port): a for a in topo.arcs}
     arcs = [by_port[k] for k in (("h1", 1), ("leaf1", 3), ("spine1", 4), ("leaf2", 1))]
-    assert path_names(topo, arcs) == list(second)
+    assert topo.path_names(arcs) == list(second)
     setup.send(setup.planner.install_job(5, {("h1", "h2"): list(second)}))
     steps = setup.trace("h1", "h2").steps
     assert [(s.dpid, s.out_port) for s in steps] == [(1, 3), (3, 4), (2, 1)]

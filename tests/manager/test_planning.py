@@ -82,3 +82,25 @@ def test_routes_join_the_pairs_with_traffic(placement, busy, router):
         assert r.path[0] == r.src and r.path[-1] == r.dst
         assert len(set(r.path)) == len(r.path)
         assert all((u, v) in arcs for u, v in zip(r.path, r.path[1:], strict=False))
+
+
+def test_routes_over_parallel_links_name_the_cable_they_take():
+    """leaf_spine(1, 2, 1, uplinks_per_pair=2): each leaf reaches the spine by two
+    cables.  Two pairs crossing the spine at once are routed over both cables, the
+    paths say which (``leaf1:3``), and the load lands on those arcs only; a plain
+    name had made the controller put every route on the lowest port."""
+    topo = leaf_spine(1, 2, 2, uplinks_per_pair=2)
+    cells = [(0, 2, 1000), (1, 3, 1000)]  # h1, h2 on leaf1 -> h3, h4 on leaf2
+    pattern = Pattern("two", 4, (Phase.from_cells("two", cells),))
+    procs = [Process(r, h) for r, h in enumerate(("h1", "h2", "h3", "h4"))]
+    routes = planning.plan(topo, pattern, procs, "ours")
+    uplinks = {r.path[1] for r in routes}
+    assert len(uplinks) == 2 and all(u.startswith("leaf1:") for u in uplinks)
+    fabric = Fabric(topo)
+    load = planning.arc_bytes(fabric, routes)
+    up = [a for a in topo.arcs if a.src == "leaf1" and a.dst == "spine1"]
+    assert sorted(load[a.index] for a in up) == [1000.0, 1000.0]
+    first = routes[0]
+    assert sorted(planning.arc_bytes(fabric, [first])[a.index] for a in up) == [0.0, 1000.0]
+    plain = RoutePair(first.src, first.dst, tuple(n.split(":")[0] for n in first.path), 1000.0)
+    assert [planning.arc_bytes(fabric, [plain])[a.index] for a in up] == [500.0, 500.0]

@@ -138,12 +138,12 @@ def routes_from_names(
 
     A node may be written ``name:port`` (``"tor1:10"``): the path leaves it by that
     port, which picks one of several parallel links to the next node
-    (:func:`path_names` writes them).  Between two nodes joined by parallel links a
+    (:meth:`Topology.path_names` writes them).  Between two nodes joined by parallel links a
     plain name takes the lowest port.
     """
     out = []
     for (src, dst), names in paths.items():
-        hops = [_hop(topology, n) for n in names]
+        hops = [topology.hop(n) for n in names]
         if len(hops) < 3 or hops[0][0] != src or hops[-1][0] != dst:
             raise RoutingError(
                 f"path for {src!r} -> {dst!r} must run from {src!r} to {dst!r} "
@@ -152,30 +152,6 @@ def routes_from_names(
         arcs = [_arc(topology, a, b[0], port) for (a, port), b in itertools.pairwise(hops)]
         out.append(route_from_arcs(topology, arcs))
     return out
-
-
-def path_names(topology: Topology, arcs: Sequence[Arc]) -> list[str]:
-    """The node names of an arc path, as :func:`routes_from_names` reads them: a node
-    that parallel links join to the next one is written ``name:out_port``.
-
-    >>> from sdnmpi.core.generators import leaf_spine
-    >>> t = leaf_spine(1, 2, 1, uplinks_per_pair=2)  # two cables per leaf-spine pair
-    >>> path_names(t, [t.arcs[i] for i in (0, 6, 11, 3)])  # second cable up, second down
-    ['h1', 'leaf1:3', 'spine1:4', 'leaf2', 'h2']
-    """
-    out = []
-    for arc in arcs:
-        parallel = sum(1 for a in topology.out_arcs[arc.src] if a.dst == arc.dst)
-        out.append(f"{arc.src}:{arc.src_port}" if parallel > 1 else arc.src)
-    return [*out, arcs[-1].dst] if arcs else out
-
-
-def _hop(topology: Topology, name: str) -> tuple[str, int | None]:
-    """(node, out port or None) of a path element ``name`` or ``name:port``."""
-    node, sep, port = name.rpartition(":")
-    if name in topology.out_arcs or not sep or not port.isdigit():
-        return name, None
-    return node, int(port)
 
 
 def _arc(topology: Topology, a: str, b: str, port: int | None = None) -> Arc:

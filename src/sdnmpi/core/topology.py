@@ -20,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal
@@ -230,6 +230,35 @@ class Topology:
         return {
             s.name: s.level if s.level is not None else dist.get(s.name, 0) for s in self.switches
         }
+
+    def path_names(self, arcs: Sequence[Arc]) -> list[str]:
+        """The node names of an arc path; a node joined to the next one by parallel
+        links is written ``name:out_port``, so the path names the cable it takes
+        (:meth:`hop` reads it back).
+
+        >>> from sdnmpi.core.generators import leaf_spine
+        >>> t = leaf_spine(1, 2, 1, uplinks_per_pair=2)  # two cables per leaf-spine pair
+        >>> t.path_names([t.arcs[i] for i in (0, 6, 11, 3)])  # second cable up, second down
+        ['h1', 'leaf1:3', 'spine1:4', 'leaf2', 'h2']
+        """
+        out = []
+        for arc in arcs:
+            parallel = sum(1 for a in self.out_arcs[arc.src] if a.dst == arc.dst)
+            out.append(f"{arc.src}:{arc.src_port}" if parallel > 1 else arc.src)
+        return [*out, arcs[-1].dst] if arcs else out
+
+    def hop(self, name: str) -> tuple[str, int | None]:
+        """(node, out port or None) of a path element ``name`` or ``name:port``.
+
+        >>> from sdnmpi.core.generators import leaf_spine
+        >>> t = leaf_spine(1, 2, 1)
+        >>> t.hop("leaf1:3"), t.hop("leaf1"), t.hop("no:such")
+        (('leaf1', 3), ('leaf1', None), ('no:such', None))
+        """
+        node, sep, port = name.rpartition(":")
+        if name in self.out_arcs or not sep or not port.isdigit():
+            return name, None
+        return node, int(port)
 
     def host_pairs(self) -> Iterable[tuple[str, str]]:
         """All ordered pairs of distinct hosts."""

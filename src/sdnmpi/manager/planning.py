@@ -35,7 +35,7 @@ from sdnmpi.core.pattern import Pattern
 from sdnmpi.core.placement import Placement
 from sdnmpi.core.routing import Demands, Fabric, Routing, route, validate
 from sdnmpi.core.routing.model import FloatArray
-from sdnmpi.core.topology import Topology
+from sdnmpi.core.topology import Arc, Topology
 from sdnmpi.errors import RoutingError
 from sdnmpi.manager.model import Process, RoutePair
 
@@ -55,7 +55,8 @@ class LoadedFabric(Fabric):
 
 
 def arc_bytes(fabric: Fabric, routes: Iterable[RoutePair]) -> FloatArray:
-    """Bytes each arc carries under ``routes`` (parallel links share a hop evenly).
+    """Bytes each arc carries under ``routes``.  A hop written ``node:port`` takes
+    that port's cable; a plain hop between parallel links shares them evenly.
 
     Hops the fabric no longer has (a link went down) are skipped.
 
@@ -66,19 +67,21 @@ def arc_bytes(fabric: Fabric, routes: Iterable[RoutePair]) -> FloatArray:
     400
     """
     out = np.zeros(fabric.narcs, dtype=np.float64)
+    topo = fabric.topology
     between = _arcs_between(fabric)
     for r in routes:
-        for u, v in itertools.pairwise(r.path):
-            arcs = between.get((u, v), ())
+        hops = [topo.hop(name) for name in r.path]
+        for (u, port), (v, _) in itertools.pairwise(hops):
+            arcs = [a for a in between.get((u, v), ()) if port in (None, a.src_port)]
             for a in arcs:
-                out[a] += r.size_bytes / len(arcs)
+                out[a.index] += r.size_bytes / len(arcs)
     return out
 
 
-def _arcs_between(fabric: Fabric) -> dict[tuple[str, str], list[int]]:
-    table: dict[tuple[str, str], list[int]] = {}
+def _arcs_between(fabric: Fabric) -> dict[tuple[str, str], list[Arc]]:
+    table: dict[tuple[str, str], list[Arc]] = {}
     for a in fabric.topology.arcs:
-        table.setdefault((a.src, a.dst), []).append(a.index)
+        table.setdefault((a.src, a.dst), []).append(a)
     return table
 
 
@@ -171,13 +174,16 @@ def plan(
 
 
 def pair_routes(fabric: Fabric, demands: Demands, routing: Routing) -> tuple[RoutePair, ...]:
-    """One path per host pair (the path with most of the pair's bytes), with the pair's bytes."""
+    """One path per host pair (the path with most of the pair's bytes), with the pair's
+    bytes; a hop over one of several parallel links names its port (``leaf1:3``)."""
     weight = demands.size_bytes * demands.phase_repeat[demands.phase]
+    topo = fabric.topology
     best: dict[tuple[str, str], dict[tuple[str, ...], float]] = {}
     for i in range(len(demands)):
-        path = routing.node_path(fabric, i)
-        if not path:
+        arcs = routing.path(i)
+        if not arcs:
             raise RoutingError(f"{routing.router}: flow {i} has no path")
+        path = tuple(topo.path_names([topo.arcs[a] for a in arcs]))
         by_path = best.setdefault((path[0], path[-1]), {})
         by_path[path] = by_path.get(path, 0.0) + float(weight[i])
     out = []
