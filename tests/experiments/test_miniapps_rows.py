@@ -121,5 +121,7 @@ def test_a_failed_run_is_retried_once_and_noted(monkeypatch: pytest.MonkeyPatch)
     doc, _ = mini.run_retrying("f", [], 10.0, retries)
     assert doc == {"total_s": 1.0} and retries == ["srun failed (143): connect() failed"]
     monkeypatch.setattr(mini, "run_job", lambda *a: (_ for _ in ()).throw(RuntimeError("x")))
-    with pytest.raises(RuntimeError):  # twice: the app's row fails
-        mini.run_retrying("f", [], 10.0, [])
+    retries = []
+    with pytest.raises(RuntimeError):  # every attempt failed: the app's row fails
+        mini.run_retrying("f", [], 10.0, retries)
+    assert retries == ["x"] * (mini.ATTEMPTS - 1)
