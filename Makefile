@@ -52,7 +52,7 @@ lint: $(STAMP) $(PB)
 typecheck: $(STAMP) $(PB)
 	$(BIN)/mypy
 
-unit: $(STAMP) $(PB)
+unit: $(STAMP) $(PB) csrc
 	$(BIN)/pytest -q
 
 test: lint typecheck unit reproduce-ci

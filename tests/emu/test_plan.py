@@ -423,6 +423,7 @@ def test_fabric_lock_is_reentrant_and_inherited(tmp_path: Path):
     import sys
 
     lock = tmp_path / "fabric.lock"
+    before = os.environ.get(runner.LOCK_HELD_ENV)  # the module may hold the machine's lock
     child = (
         "import sys; from pathlib import Path; from sdnmpi.emu import runner\n"
         "with runner.fabric_lock(lambda m: print(m), path=Path(sys.argv[1])):\n"
@@ -437,4 +438,8 @@ def test_fabric_lock_is_reentrant_and_inherited(tmp_path: Path):
         env = {k: v for k, v in os.environ.items() if k != runner.LOCK_HELD_ENV}
         with pytest.raises(subprocess.TimeoutExpired):  # not a child of the holder: waits
             subprocess.run(argv, env=env, capture_output=True, timeout=5, check=False)
-    assert runner.LOCK_HELD_ENV not in os.environ
+        # a live ancestor's hold of another lock file does not cover this one
+        env[runner.LOCK_HELD_ENV] = f"{os.getpid()}:{tmp_path / 'other.lock'}"
+        with pytest.raises(subprocess.TimeoutExpired):
+            subprocess.run(argv, env=env, capture_output=True, timeout=5, check=False)
+    assert os.environ.get(runner.LOCK_HELD_ENV) == before

@@ -96,12 +96,23 @@ def _run_step(step: Step, env: dict[str, str]) -> None:
 FABRIC_LOCK = Path("/run/sdnmpi-fabric.lock")
 #: Set in the environment while a process holds the lock: its children (an experiment
 #: run by a test, ``sdnmpi calibrate`` run by ``make reproduce``) inherit the hold
-#: instead of waiting for their own parent forever.  Its value is the holder's PID.
+#: instead of waiting for their own parent forever.  Its value lists the holds as
+#: ``PID:PATH`` entries separated by ``;`` (a lock is named by its file).
 LOCK_HELD_ENV = "SDNMPI_FABRIC_LOCK_HELD"
 
 
-#: Threads of this process that hold the lock now (reentrant within a thread).
-_holders: dict[int, int] = {}
+#: (lock file, thread) pairs of this process that hold a lock now, with their depth
+#: (reentrant within a thread).
+_holders: dict[tuple[str, int], int] = {}
+
+
+def _held_entries() -> list[tuple[int, str]]:
+    entries = []
+    for item in os.environ.get(LOCK_HELD_ENV, "").split(";"):
+        pid, _, where = item.partition(":")
+        if pid.isdigit() and where:
+            entries.append((int(pid), where))
+    return entries
 
 
 @contextlib.contextmanager
@@ -111,21 +122,22 @@ def fabric_lock(
     """Hold the machine's fabric lock, waiting for it (one ``progress`` line if busy).
 
     Reentrant: within a thread that holds it, and in a child process of a holder
-    (``LOCK_HELD_ENV`` names a live ancestor), this returns at once, the outer hold
-    covering the inner one.  Another thread of the holding process waits like any
-    other program.
+    (``LOCK_HELD_ENV`` names a live ancestor holding the same lock file), this returns
+    at once, the outer hold covering the inner one.  Another thread of the holding
+    process waits like any other program.
     """
-    me = threading.get_ident()
-    holder = os.environ.get(LOCK_HELD_ENV, "")
-    inherited = holder.isdigit() and int(holder) != os.getpid() and _alive(int(holder))
-    if inherited or me in _holders:
-        _holders[me] = _holders.get(me, 0) + 1
+    where = str(path.resolve())
+    key = (where, threading.get_ident())
+    before = os.environ.get(LOCK_HELD_ENV)
+    inherited = any(w == where and pid != os.getpid() and _alive(pid) for pid, w in _held_entries())
+    if inherited or key in _holders:
+        _holders[key] = _holders.get(key, 0) + 1
         try:
             yield
         finally:
-            _holders[me] -= 1
-            if not _holders[me]:
-                del _holders[me]
+            _holders[key] -= 1
+            if not _holders[key]:
+                del _holders[key]
         return
     with path.open("a") as fh:
         try:
@@ -133,14 +145,15 @@ def fabric_lock(
         except BlockingIOError:
             progress(f"waiting for {path} (another program has the fabric)")
             fcntl.flock(fh, fcntl.LOCK_EX)
-        _holders[me] = 1
-        os.environ[LOCK_HELD_ENV] = str(os.getpid())
+        _holders[key] = 1
+        mine = f"{os.getpid()}:{where}"
+        os.environ[LOCK_HELD_ENV] = f"{before};{mine}" if before else mine
         try:
             yield
         finally:
-            del _holders[me]
-            if holder:
-                os.environ[LOCK_HELD_ENV] = holder
+            del _holders[key]
+            if before is not None:
+                os.environ[LOCK_HELD_ENV] = before
             else:
                 os.environ.pop(LOCK_HELD_ENV, None)
             fcntl.flock(fh, fcntl.LOCK_UN)
