@@ -179,6 +179,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="Exit 1 when any experiment failed (make test uses it; skipped rows are fine).",
     )
     ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="Keep the rows of experiments not run now from OUT/report.json (same mode): "
+        "a full report assembled from --only runs.",
+    )
+    ap.add_argument(
         "--state-dir",
         type=Path,
         default=DEFAULT_STATE_ROOT,
@@ -210,9 +216,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         quick=args.quick, out=args.out, calibration=args.calibration,
         link_scale=args.link_scale, timeout_s=timeout, state_root=args.state_dir,
         command=" ".join(["scripts/reproduce.py", *(argv or sys.argv[1:])]), repo=ROOT,
+        merge=args.merge,
     )  # fmt: skip
     try:
-        outcome = run(entries, options)
+        outcome = run(entries, options, REGISTRY)
     except SdnMpiError as exc:
         print(f"reproduce: error: {exc}", file=sys.stderr)
         return 2

@@ -286,6 +286,40 @@ def test_time_limit_and_bad_results(lab):
     assert outcome.ran == 1
 
 
+def test_merge_keeps_the_experiments_not_run(lab):
+    """--merge: a report assembled from --only runs; the other mode is refused first."""
+    prefix, root, tmp = lab
+    ok, skip = entry(prefix + "ok"), entry(prefix + "skip", f"{EXP} skip")
+    first = run([ok, skip], options(tmp, root))
+    _, rows1 = load_json(first.paths["json"])
+    meta1 = json.loads(first.paths["json"].read_text())["meta"]
+
+    second = run([skip], options(tmp, root, merge=True), registry=[skip, ok])
+    meta, rows = load_json(second.paths["json"])
+    assert [r.experiment for r in rows] == [f"{EXP} skip"] * 2 + [EXP] * 2  # registry order
+    assert rows[2:] == [r for r in rows1 if r.experiment == EXP]  # kept as they were
+    assert [e["module"] for e in meta["experiments"]] == [skip.module, ok.module]
+    kept = meta["experiments"][1]["from_run"]
+    assert kept["date"] == meta1["date"] and kept["calibration"] == meta1["calibration"]["source"]
+    assert "from_run" not in meta["experiments"][0]
+    md = second.paths["markdown"].read_text()
+    assert f"Kept from an earlier run (`--merge`): {ok.module}, 2 rows of {meta1['date']}" in md
+    assert f"({prefix}ok/own.png)" in md  # the kept experiment's own plot stays linked
+
+    third = run([skip, ok], options(tmp, root, merge=True))  # all re-run: nothing kept
+    assert "from_run" not in json.dumps(json.loads(third.paths["json"].read_text())["meta"])
+
+    before = third.paths["json"].read_text()
+    with pytest.raises(ConfigError, match="holds a full report: a quick run cannot merge"):
+        run([skip], options(tmp, root, merge=True, quick=True))
+    assert third.paths["json"].read_text() == before  # refused before anything ran
+    (tmp / "out" / "report.json").write_text("{not json")
+    with pytest.raises(FormatError, match="not JSON"):
+        run([skip], options(tmp, root, merge=True))
+    alone = run([skip], options(tmp, root, out=tmp / "fresh", merge=True))  # no report yet
+    assert {r.experiment for r in alone.rows} == {f"{EXP} skip"}
+
+
 def test_interrupt_stops_the_run_but_writes_the_report(lab):
     prefix, root, tmp = lab
     entries = [entry(prefix + n, f"{EXP} {n}") for n in ("interrupt", "ok")]

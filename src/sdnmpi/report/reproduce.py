@@ -420,6 +420,16 @@ def _provenance(meta: Mapping[str, Any]) -> list[str]:
     cal = meta.get("calibration")
     if isinstance(cal, Mapping):
         out.append(f"- Calibration: {_calibration(cal)}")
+    for exp in meta.get("experiments", ()):
+        origin = exp.get("from_run") if isinstance(exp, Mapping) else None
+        if isinstance(origin, Mapping):
+            commit = str(origin.get("commit") or "unknown")[:12]
+            dirty = " with uncommitted changes" if origin.get("dirty") else ""
+            out.append(
+                f"- Kept from an earlier run (`--merge`): {exp.get('module')}, "
+                f"{exp.get('rows', '?')} rows of {origin.get('date') or '?'}, commit "
+                f"{commit}{dirty}, calibration {origin.get('calibration') or '?'}"
+            )
     out += [f"- Note: {n}" for n in meta.get("notes", ())]
     out += [f"- Cleanup: {c}" for c in meta.get("cleanup", ())]
     return out

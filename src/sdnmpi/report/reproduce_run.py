@@ -43,12 +43,13 @@ from typing import Any
 
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.emu.runner import FABRIC_LOCK, fabric_lock
-from sdnmpi.errors import ConfigError, SdnMpiError
+from sdnmpi.errors import ConfigError, FormatError, SdnMpiError
 from sdnmpi.report.reproduce import (
     METRICS,
     Row,
     Status,
     check_rows,
+    load_json,
     write_json,
     write_markdown,
 )
@@ -128,6 +129,11 @@ class Options:
     #: Held for the whole run, so no other program's fabric runs between (or during)
     #: the experiments; they and ``sdnmpi calibrate`` inherit the hold.
     lock: Path = FABRIC_LOCK
+    #: Keep, from ``OUT/report.json``, the rows of the experiments not run this time:
+    #: a full report assembled from ``--only`` runs (a full run takes hours), or a run
+    #: resumed after one experiment failed.  Kept experiments name the run they came
+    #: from (date, commit, calibration) in the report.
+    merge: bool = False
 
 
 @dataclass
@@ -336,15 +342,68 @@ def _with_note(rows: list[Row], notes: Sequence[str]) -> list[Row]:
 
 
 # -- the run ---------------------------------------------------------------------------
-def run(entries: Sequence[Entry], options: Options) -> Outcome:
+def run(
+    entries: Sequence[Entry], options: Options, registry: Sequence[Entry] | None = None
+) -> Outcome:
     """Calibrate, run every entry, write ``report.json``, ``report.md`` and plots; all of
-    it holding the machine's fabric lock (other fabric programs wait)."""
+    it holding the machine's fabric lock (other fabric programs wait).
+
+    With ``options.merge`` the rows of experiments not in ``entries`` are kept from the
+    report already in ``options.out``, ordered as in ``registry`` (all experiments); a
+    report of the other mode there is a :class:`ConfigError` before anything runs.
+    """
     options.out.mkdir(parents=True, exist_ok=True)
+    kept = previous_experiments(options, entries) if options.merge else {}
     with fabric_lock(lambda msg: log.info("%s", msg), path=options.lock):
-        return _run(entries, options)
+        return _run(entries, options, kept, registry or entries)
 
 
-def _run(entries: Sequence[Entry], options: Options) -> Outcome:
+@dataclass
+class Kept:
+    """An experiment's rows kept from an earlier report (``Options.merge``)."""
+
+    rows: list[Row]
+    meta: dict[str, Any]
+
+
+def previous_experiments(options: Options, entries: Sequence[Entry]) -> dict[str, Kept]:
+    """The experiments of ``OUT/report.json`` that this run does not run, by module."""
+    path = options.out / "report.json"
+    if not path.exists():
+        return {}
+    meta, rows = load_json(path)
+    mode = "quick" if options.quick else "full"
+    if meta.get("mode") != mode:
+        raise ConfigError(
+            f"{path} holds a {meta.get('mode')} report: a {mode} run cannot merge into it "
+            "(choose another --out, or run without --merge)"
+        )
+    git: dict[str, Any] = meta["git"] if isinstance(meta.get("git"), dict) else {}
+    cal: dict[str, Any] = meta["calibration"] if isinstance(meta.get("calibration"), dict) else {}
+    origin = {"date": meta.get("date"), "commit": git.get("commit"),
+              "dirty": git.get("dirty"), "calibration": cal.get("source"),
+              "calibration_file": cal.get("file")}  # fmt: skip
+    running = {e.module for e in entries}
+    kept: dict[str, Kept] = {}
+    for exp in meta.get("experiments") or ():
+        if not isinstance(exp, dict) or not isinstance(exp.get("module"), str):
+            raise FormatError(f"{path}: meta.experiments holds {exp!r}")
+        if exp["module"] in running:
+            continue
+        tables = set(exp.get("tables") or ())
+        kept[exp["module"]] = Kept(
+            [r for r in rows if r.experiment in tables],
+            {**exp, "from_run": exp.get("from_run") or origin},
+        )
+    return kept
+
+
+def _run(
+    entries: Sequence[Entry],
+    options: Options,
+    kept: dict[str, Kept],
+    registry: Sequence[Entry],
+) -> Outcome:
     meta = base_meta(options)
     already = sorted(list_fabrics(options.state_root))
     if already:
@@ -368,8 +427,33 @@ def _run(entries: Sequence[Entry], options: Options) -> Outcome:
             outcome.rows += entry.rows("skipped", "not run: the run was interrupted")
             continue
         _run_one(entry, options, cal, cal_path, outcome)
-    outcome.paths = write_report(outcome.rows, meta, options.out, entries)
+    if kept:
+        _merge(outcome, kept, registry)
+    shown = list(registry) if kept else list(entries)
+    outcome.paths = write_report(outcome.rows, meta, options.out, shown)
     return outcome
+
+
+def _merge(outcome: Outcome, kept: dict[str, Kept], registry: Sequence[Entry]) -> None:
+    """Put the kept experiments' rows and meta among this run's, in registry order (a
+    kept row whose key a new row has is dropped)."""
+    new_keys = {r.key for r in outcome.rows}
+    fresh = {e["module"]: e for e in outcome.meta["experiments"]}
+    order = [e.module for e in registry]
+    order += [m for m in [*fresh, *kept] if m not in order]
+    rows: list[Row] = []
+    experiments = []
+    for module in order:
+        if module in fresh:
+            tables = set(fresh[module]["tables"])
+            rows += [r for r in outcome.rows if r.experiment in tables and r not in rows]
+            experiments.append(fresh[module])
+        elif module in kept:
+            rows += [r for r in kept[module].rows if r.key not in new_keys and r not in rows]
+            experiments.append(kept[module].meta)
+    rows += [r for r in outcome.rows if r not in rows]  # rows of no listed table
+    outcome.rows = rows
+    outcome.meta["experiments"] = experiments
 
 
 def _run_one(
