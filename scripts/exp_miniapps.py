@@ -13,7 +13,8 @@ controller (D-mod-K default routes).  Each mini-app's pattern from the core
 (:mod:`sdnmpi.core.miniapps`, sized so a run takes tens of seconds at 10 Mbit/s:
 fewer iterations, the messages the seed's problem sizes give) runs as real MPI traffic,
 ``sdnmpi-replay`` (csrc/replay: every message of the pattern with Isend/Irecv, each rank
-going on as soon as its own messages are done), in a Slurm job of 8 tasks per node:
+going on as soon as its own messages are done), in a Slurm job of ``RANKS_PER_NODE`` tasks
+per node (2, 40 ranks: the seed's 8 did not get through MPI_Init here, see below):
 
 - **D-mod-K**: ``srun ... sdnmpi-replay`` with no pattern, on the default routes;
 - **ours**: ``srun --comm-pattern=SPEC ...``: the plugin hands the job to the manager,
@@ -21,7 +22,7 @@ going on as soon as its own messages are done), in a Slurm job of 8 tasks per no
 
 Both ways run with the same MPI settings (the full-duplex ones the plugin gives pattern
 jobs, docs/mpi-duplex.md, set explicitly for both) and alternate, ``--reps`` times.
-NPB CG and FT need a power of two: they run 128 ranks on the first 16 nodes.  The
+NPB CG and FT need a power of two: they run 32 ranks on the first 16 nodes.  The
 measured figure is the replay's time per pass (its ranks do nothing else: it is the
 communication time); the simulator predicts both ways on the ranks' real placement
 (``ranks`` mode: dependencies, no barriers, as the replay runs) with the calibration,
