@@ -67,6 +67,21 @@ def test_lower_is_better_metrics_compare_the_other_way():
     assert not METRICS["bandwidth_ratio"].better_or_equal(0.97, 1.0)
 
 
+def test_percentages_of_a_baseline_agree_as_the_times_they_stand_for():
+    # 0.4 % more latency predicted as 0 %: times 1.004 and 1.000 of the baseline
+    near_zero = row(metric="latency_increase_pct", measured=0.4, predicted=0.0)
+    assert near_zero.agreement_pct == pytest.approx(0.004 / 1.004 * 100)
+    assert near_zero.within()
+    # 510 % over one hop predicted as 18 %: 6.10 against 1.18 times the baseline
+    hops = row(metric="time_increase_pct", measured=510.0, predicted=18.0)
+    assert hops.agreement_pct == pytest.approx((6.10 - 1.18) / 6.10 * 100)
+    assert not hops.within()
+    # 41 % less time predicted as 50 % less: 0.59 against 0.50 of the baseline
+    cut = row(metric="time_reduction_pct", measured=41.0, predicted=50.0)
+    assert cut.agreement_pct == pytest.approx(0.09 / 0.59 * 100)
+    assert row(metric="time_reduction_pct", measured=100.0, predicted=90.0).agreement_pct is None
+
+
 def test_missing_values_give_none():
     r = row(status="skipped", measured=None, reason="hpcc not installed", paper=2.0)
     assert (r.agreement_pct, r.meets_paper, r.within()) == (None, None, False)

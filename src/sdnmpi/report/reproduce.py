@@ -106,6 +106,10 @@ METRICS: dict[str, Metric] = {
     )
 }
 
+#: Percentages of a baseline's time, and the sign that turns one into the time
+#: relative to the baseline (``1 + sign * v / 100``); agreement compares those times.
+_OF_BASELINE = {"time_increase_pct": 1, "latency_increase_pct": 1, "time_reduction_pct": -1}
+
 _REQUIRED = ("experiment", "figure", "case", "metric")
 _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "paper": None,
@@ -177,10 +181,25 @@ class Row:
 
     @property
     def agreement_pct(self) -> float | None:
-        """``|measured - predicted| / |measured| * 100``; None without both (or measured 0)."""
-        if self.measured is None or self.predicted is None or self.measured == 0:
+        """``|measured - predicted| / |measured| * 100``; None without both (or measured 0).
+
+        A percentage of a baseline's time (``*_increase_pct``, ``time_reduction_pct``)
+        is compared as the time it stands for, relative to the baseline (``1 + v/100``,
+        ``1 - v/100``): a 0.4 % increase predicted as 0.0 % is 0.4 % apart, not 100 %.
+
+        >>> r = Row("x", "f", "c", "latency_increase_pct", measured=0.4, predicted=0.0)
+        >>> round(r.agreement_pct, 2)
+        0.4
+        """
+        if self.measured is None or self.predicted is None:
             return None
-        return abs(self.measured - self.predicted) / abs(self.measured) * 100.0
+        measured, predicted = self.measured, self.predicted
+        if self.metric in _OF_BASELINE:
+            sign = _OF_BASELINE[self.metric]
+            measured, predicted = 1 + sign * measured / 100, 1 + sign * predicted / 100
+        if measured == 0:
+            return None
+        return abs(measured - predicted) / abs(measured) * 100.0
 
     def within(self, tolerance: float = TOLERANCE) -> bool:
         """Measured and predicted differ by at most ``tolerance`` of measured."""
@@ -498,7 +517,8 @@ def _item(brief: Mapping[str, Any]) -> str:
 _LEGEND = (
     "Columns: *paper* is the published value (and how the paper states it), *measured* "
     "ours with real MPI on the emulated cluster, *predicted* the flow simulator's value "
-    "for the same case, *agreement* |measured - predicted| / measured, *bound* the best "
+    "for the same case, *agreement* |measured - predicted| / measured (a percentage of a "
+    "baseline compared as the time it stands for), *bound* the best "
     f"value the LP lower bound allows. Rows within {TOLERANCE * 100:g} % count as agreeing; "
     "a cpu-bound row measured the emulator's CPUs rather than its links, so the "
     "simulator is not expected to match it (docs/reproduce.md)."
