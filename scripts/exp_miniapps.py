@@ -281,6 +281,17 @@ def manager_job(sock: Path) -> dict[str, Any]:
             "flow_mods": r.flow_mods, "install_s": r.install_s, "detail": r.detail}  # fmt: skip
 
 
+def no_job_left(sock: Path, timeout_s: float = 60.0) -> None:
+    """Wait until the manager has no unfinished job: a run must not start while the last
+    ``ours`` job's routes (matched on host pairs, not on jobs) are still installed."""
+
+    def idle() -> bool:
+        with ManagerClient(f"unix:{sock}") as c:
+            return not c.list_jobs(include_finished=False)
+
+    harness.wait_for("the previous job to finish in the manager", idle, timeout_s)
+
+
 def cancel_all(name: str) -> None:
     """After a failed run: cancel every job of this private Slurm and wait for none
     (the stack's teardown stops everything anyway if this does not succeed)."""
@@ -314,6 +325,7 @@ def run_app(
         for way in WAYS:
             argv = srun_argv(spec, pattern.nprocs, setup.ranks_per_node, replay_file, way,
                              setup.iters)  # fmt: skip
+            no_job_left(sock)
             doc, cpu = run_retrying(name, argv, budget, out["retries"])
             check_doc(doc, pattern)
             hosts = list(doc["hosts"])

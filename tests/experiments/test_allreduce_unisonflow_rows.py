@@ -113,3 +113,40 @@ def test_a_cpu_bound_allreduce_run_is_not_a_routing_result() -> None:
     assert "without barriers" in best.reason  # measured x1.60 against x2.00 predicted
     calm_summary = {**summary, "rows": [{**row, "cpu": {"default": calm, "push/ours": calm}}]}
     assert exp_allreduce.rows(calm_summary)[0].status == "ok"
+
+
+def test_an_allreduce_run_whose_job_was_never_registered_fails_its_rows() -> None:
+    calm = {"cpu_bound": 0.0, "machine_busy": 0.5, "switch_wait": 0.01}
+    lost = {**calm, "unregistered": 1.0, "unregistered_runs": 3.0}
+    retried = {**calm, "unregistered": 0.0, "unregistered_runs": 1.0}
+    row = {**_ar_row("default", MIB, 6.0, 12.9, 5.9), "cpu": {"default": calm, "push/ours": lost}}
+    summary = {
+        "topology": "allreduce28",
+        "link_scale": 0.01,
+        "placements": {"8": {"hosts": ["n"] * 8, "bound_gain": 2.0}},
+        "rows": [row],
+    }
+    best, _ = exp_allreduce.rows(summary)
+    assert best.status == "failed"
+    assert best.reason.startswith("the job was never registered for tagging in 3 runs")
+    ok = {**summary, "rows": [{**row, "cpu": {"default": calm, "push/ours": retried}}]}
+    again, _ = exp_allreduce.rows(ok)
+    assert (
+        again.status == "ok" and "1 run(s) before this one had the job unregistered" in again.reason
+    )
+
+
+def test_run_case_retrying_runs_again_while_the_job_is_unregistered(monkeypatch) -> None:
+    answers = iter([{"unregistered": 1.0}, {"unregistered": 1.0}, {"unregistered": 0.0}])
+    calls = []
+
+    def fake_run_case(*args: Any) -> tuple[dict[int, float], dict[str, float]]:
+        calls.append(args)
+        return {MIB: 1.0}, next(answers)
+
+    monkeypatch.setattr(exp_allreduce, "run_case", fake_run_case)
+    monkeypatch.setattr(exp_allreduce, "log", lambda _m: None)
+    case = exp_allreduce.Case(8, ("n",) * 8, "default", "push/ours")
+    times, figures = exp_allreduce.run_case_retrying(Path("."), None, case, ("1M", "1M"), 1, 0.01)  # type: ignore[arg-type]
+    assert len(calls) == 3 and times == {MIB: 1.0}
+    assert figures["unregistered"] == 0.0 and figures["unregistered_runs"] == 2.0
