@@ -334,29 +334,17 @@ def speedup_row(app: Mapping[str, Any], name: str, unit: Mapping[str, Any], base
     """Ours over ``base`` for one unit: measured, predicted, the LP bound's gain."""
     case = f"{app['label']}: ours vs {base}, {app['case']}"
     figure = f"{app['figure']} ({name})"
+
+    def failed_row(why: str) -> Row:
+        return Row(EXPERIMENT, figure, case, "speedup", status="failed", reason=why,
+                   settings=dict(app["settings"]))  # fmt: skip
+
     failed = {r: app.get("failed", {}).get(r) for r in (base, "ours")}
     if any(failed.values()):
-        why = "; ".join(f"{r}: {w}" for r, w in failed.items() if w)
-        return Row(
-            EXPERIMENT,
-            figure,
-            case,
-            "speedup",
-            status="failed",
-            reason=why,
-            settings=dict(app["settings"]),
-        )
+        return failed_row("; ".join(f"{r}: {w}" for r, w in failed.items() if w))
     t_base, t_ours = mean(unit["measured_s"].get(base)), mean(unit["measured_s"].get("ours"))
     if t_base is None or t_ours is None or t_ours <= 0:
-        return Row(
-            EXPERIMENT,
-            figure,
-            case,
-            "speedup",
-            status="failed",
-            reason=f"no measurement of {base} or ours",
-            settings=dict(app["settings"]),
-        )
+        return failed_row(f"no measurement of {base} or ours")
     measured = t_base / t_ours
     predicted = predicted_s(unit, base) / predicted_s(unit, "ours")
     bound = float(unit["bound_gain"][base])

@@ -451,11 +451,7 @@ def main() -> int:
         print(f"exp_allreduce: unknown settings {sorted(unknown)}", file=sys.stderr)
         return 2
     sizes, iters = (("256K", "1M"), 2) if args.quick else (("64K", "4M"), 5)
-    cal = (
-        Calibration.load(args.calibration)
-        if args.calibration
-        else Calibration.nominal(args.link_scale)
-    )
+    cal = Calibration.load_or_nominal(args.calibration, args.link_scale)
     t0 = time.monotonic()
     summary = experiment(counts, settings, sizes, iters, args.link_scale, cal, args.out)
     print()

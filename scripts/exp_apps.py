@@ -614,11 +614,7 @@ def main() -> int:
     if unknown := set(keys) - {"lammps", "hpcc"}:
         print(f"exp_apps: unknown applications {sorted(unknown)}", file=sys.stderr)
         return 2
-    cal = (
-        Calibration.load(args.calibration)
-        if args.calibration
-        else Calibration.nominal(args.link_scale)
-    )
+    cal = Calibration.load_or_nominal(args.calibration, args.link_scale)
     args.out.mkdir(parents=True, exist_ok=True)
     ctx = Context(args.quick, args.out, cal, logging.getLogger("exp_apps"), args.calibration)
     summary = experiment(ctx, keys)

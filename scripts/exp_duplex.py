@@ -198,11 +198,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("exp_duplex: needs root (emulated fabric)", file=sys.stderr)
         return 2
-    cal = (
-        Calibration.load(args.calibration)
-        if args.calibration
-        else Calibration.nominal(args.link_scale)
-    )
+    cal = Calibration.load_or_nominal(args.calibration, args.link_scale)
     flavours = ("openmpi",) if args.quick else ("openmpi", "mpich")
     sizes = (1 << 20,) if args.quick else (256 * 1024, 1 << 20, 2 << 20)
     cases = run(flavours, sizes, 2 if args.quick else 3, cal.link_scale, cal)

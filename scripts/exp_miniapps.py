@@ -511,8 +511,7 @@ def main() -> int:
     if not apps:
         print(f"exp_miniapps: no app among {args.only!r}", file=sys.stderr)
         return 2
-    cal = (Calibration.load(args.calibration) if args.calibration
-           else Calibration.nominal(args.link_scale))  # fmt: skip
+    cal = Calibration.load_or_nominal(args.calibration, args.link_scale)
     t0 = time.monotonic()
     setup = Setup(args.quick, 1 if args.quick else args.reps, args.iters, cal,
                   args.ranks_per_node)  # fmt: skip

@@ -441,11 +441,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("exp_netsa: needs root (emulated fabric)", file=sys.stderr)
         return 2
-    cal = (
-        Calibration.load(args.calibration)
-        if args.calibration
-        else Calibration.nominal(args.link_scale)
-    )
+    cal = Calibration.load_or_nominal(args.calibration, args.link_scale)
     summary = experiment(Plan.make(args.quick), cal, cal.link_scale, args.out)
     for r in netsa_rows.rows(summary):
         print(netsa_rows.line(r))

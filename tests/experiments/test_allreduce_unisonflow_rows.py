@@ -97,16 +97,21 @@ def test_unisonflow_rows() -> None:
     assert rows[0].predicted == 100.0 and rows[2].predicted is None
 
 
-def test_a_cpu_bound_allreduce_run_is_not_a_routing_result() -> None:
-    busy = {"cpu_bound": 1.0, "machine_busy": 0.99, "switch_wait": 0.29}
-    calm = {"cpu_bound": 0.0, "machine_busy": 0.5, "switch_wait": 0.01}
-    row = {**_ar_row("duplex", MIB, 4.0, 2.5, 1.5), "cpu": {"default": calm, "push/ours": busy}}
-    summary = {
+def _one_case(row: dict[str, Any]) -> dict[str, Any]:
+    """A summary of one 8-host case on allreduce28 whose bound allows x2.00."""
+    return {
         "topology": "allreduce28",
         "link_scale": 0.01,
         "placements": {"8": {"hosts": ["n"] * 8, "bound_gain": 2.0}},
         "rows": [row],
     }
+
+
+def test_a_cpu_bound_allreduce_run_is_not_a_routing_result() -> None:
+    busy = {"cpu_bound": 1.0, "machine_busy": 0.99, "switch_wait": 0.29}
+    calm = {"cpu_bound": 0.0, "machine_busy": 0.5, "switch_wait": 0.01}
+    row = {**_ar_row("duplex", MIB, 4.0, 2.5, 1.5), "cpu": {"default": calm, "push/ours": busy}}
+    summary = _one_case(row)
     best, _ = exp_allreduce.rows(summary)
     assert best.status == "cpu-bound" and best.network_limited is False
     assert "push/ours run CPU-bound: machine busy 99 %" in best.reason
@@ -120,12 +125,7 @@ def test_an_allreduce_run_whose_job_was_never_registered_fails_its_rows() -> Non
     lost = {**calm, "unregistered": 1.0, "unregistered_runs": 3.0}
     retried = {**calm, "unregistered": 0.0, "unregistered_runs": 1.0}
     row = {**_ar_row("default", MIB, 6.0, 12.9, 5.9), "cpu": {"default": calm, "push/ours": lost}}
-    summary = {
-        "topology": "allreduce28",
-        "link_scale": 0.01,
-        "placements": {"8": {"hosts": ["n"] * 8, "bound_gain": 2.0}},
-        "rows": [row],
-    }
+    summary = _one_case(row)
     best, _ = exp_allreduce.rows(summary)
     assert best.status == "failed"
     assert best.reason.startswith("the job was never registered for tagging in 3 runs")

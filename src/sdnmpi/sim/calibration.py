@@ -221,6 +221,12 @@ class Calibration:
             raise FormatError(f"{path}: not JSON ({exc})") from None
         return cls.from_dict(doc, str(path))
 
+    @classmethod
+    def load_or_nominal(cls, path: Path | None, link_scale: float) -> Calibration:
+        """:meth:`load` ``path`` if one is given, else :meth:`nominal` at ``link_scale``
+        (the experiments' ``--calibration`` / ``--link-scale`` pair)."""
+        return cls.load(path) if path else cls.nominal(link_scale)
+
     def save(self, path: Path) -> None:
         """Write the document (indented)."""
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
