@@ -346,10 +346,12 @@ def mpirun_json(
     env: list[str],
     timeout_s: float,
     mpi: str = "openmpi",
+    allow_untagged: bool = False,
 ) -> tuple[dict[str, Any], str]:
     """``program`` (an sdnmpi-bench or sdnmpi-replay ``--json`` run) as MPI ranks of
     flavour ``mpi`` on ``hosts``: its JSON document and stderr.  A failure, or a rank
-    running untagged, raises; on Ctrl-C the CLI child gets SIGINT and stops its MPI job."""
+    running untagged (unless ``allow_untagged``: the caller reads :data:`UNTAGGED` in the
+    stderr), raises; on Ctrl-C the CLI child gets SIGINT and stops its MPI job."""
     argv = ["emu", "mpirun", "--name", name, "-n", str(len(hosts)), "--mpi", mpi]
     argv += ["--hosts", ",".join(hosts), "--timeout", str(round(timeout_s))]
     argv += [a for e in env for a in ("--env", e)]
@@ -366,10 +368,17 @@ def mpirun_json(
                 proc.wait(timeout=wait_s)
                 break
         raise
-    if proc.returncode != 0 or "running untagged" in stderr:
+    if proc.returncode != 0:
         raise RuntimeError(f"sdnmpi emu mpirun failed ({proc.returncode}):\n{stderr[-3000:]}")
+    if UNTAGGED in stderr and not allow_untagged:
+        raise RuntimeError(f"sdnmpi emu mpirun: the job ran untagged:\n{stderr[-3000:]}")
     doc: dict[str, Any] = json.loads(next(ln for ln in stdout.splitlines() if ln.startswith("{")))
     return doc, stderr
+
+
+#: What a rank of the PMPI library prints when it (or, from rank 0, the whole job) runs
+#: untagged: no agent, or a rank without a job slot (csrc/pmpi/node.c).
+UNTAGGED = "running untagged"
 
 
 def emit(summary: dict[str, Any], path: Path | None) -> None:

@@ -128,11 +128,14 @@ int sdn_agent_parse_reply(const char *line, struct sdn_agent_reply *r)
 
 	memset(r, 0, sizeof(*r));
 	r->ctx_slot = -1;
+	r->job_slot = -1;
 	if (line[0] != '{' || !(v = value_of(line, "ok")))
 		return -1;
 	r->ok = strncmp(v, "true", 4) == 0;
 	if ((v = value_of(line, "ctx_slot")))
 		r->ctx_slot = (int)strtol(v, NULL, 10);
+	if ((v = value_of(line, "job_slot")) && *v >= '0' && *v <= '9')
+		r->job_slot = (int)strtol(v, NULL, 10);
 	copy_string(value_of(line, "ip"), r->ip, sizeof(r->ip));
 	copy_string(value_of(line, "error"), r->error, sizeof(r->error));
 	parse_ports(value_of(line, "listen_ports"), r);

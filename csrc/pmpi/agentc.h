@@ -12,6 +12,7 @@
 struct sdn_agent_reply {
 	int ok;
 	int ctx_slot;
+	int job_slot; /* the job's tag slot; -1 when null or absent (the job runs untagged) */
 	char ip[16];
 	int nports;
 	int ports[SDN_AGENT_MAX_PORTS];

@@ -41,9 +41,11 @@ void sdn_config_defaults(struct sdn_config *cfg)
 	strcpy(cfg->trace_dir, ".");
 	strcpy(cfg->agent_socket, "/run/sdnmpi/agent.sock");
 	cfg->push_timeout_ms = 2000;
+	cfg->agent_timeout_ms = 30000;
 }
 
-static int parse_timeout(const char *value, int *ms, sdn_report_fn report, void *ctx)
+static int parse_timeout(const char *key, const char *value, int *ms, sdn_report_fn report,
+			 void *ctx)
 {
 	char *end = NULL;
 	long v;
@@ -51,7 +53,7 @@ static int parse_timeout(const char *value, int *ms, sdn_report_fn report, void 
 	errno = 0;
 	v = strtol(value, &end, 10);
 	if (errno || end == value || *end || v < 1 || v > 600000) {
-		reportf(report, ctx, "SDNMPI_PUSH_TIMEOUT_MS '%s' is not 1..600000; ignored", value);
+		reportf(report, ctx, "%s '%s' is not 1..600000; ignored", key, value);
 		return 1;
 	}
 	*ms = (int)v;
@@ -154,12 +156,15 @@ int sdn_config_set(struct sdn_config *cfg, const char *key, const char *value,
 	if (strcmp(key, "SDNMPI_JOB_SLOT") == 0)
 		return parse_slot(value, &cfg->job_slot, report, ctx);
 	if (strcmp(key, "SDNMPI_PUSH_TIMEOUT_MS") == 0)
-		return parse_timeout(value, &cfg->push_timeout_ms, report, ctx);
+		return parse_timeout(key, value, &cfg->push_timeout_ms, report, ctx);
+	if (strcmp(key, "SDNMPI_AGENT_TIMEOUT_MS") == 0)
+		return parse_timeout(key, value, &cfg->agent_timeout_ms, report, ctx);
 	if (strcmp(key, "SDNMPI_DUPLEX") == 0)
 		return parse_duplex(value, &cfg->duplex, report, ctx);
 	reportf(report, ctx,
 		"unknown key '%s' ignored (valid: SDNMPI_MODE, SDNMPI_TRACE_DIR, SDNMPI_JOB, "
-		"SDNMPI_AGENT_SOCKET, SDNMPI_JOB_SLOT, SDNMPI_PUSH_TIMEOUT_MS, SDNMPI_DUPLEX)",
+		"SDNMPI_AGENT_SOCKET, SDNMPI_JOB_SLOT, SDNMPI_PUSH_TIMEOUT_MS, "
+		"SDNMPI_AGENT_TIMEOUT_MS, SDNMPI_DUPLEX)",
 		key);
 	return 1;
 }
@@ -215,7 +220,8 @@ int sdn_config_load(struct sdn_config *cfg, sdn_getenv_fn get, sdn_report_fn rep
 {
 	static const char *const keys[] = {"SDNMPI_MODE", "SDNMPI_TRACE_DIR", "SDNMPI_JOB",
 					   "SDNMPI_AGENT_SOCKET", "SDNMPI_JOB_SLOT",
-					   "SDNMPI_PUSH_TIMEOUT_MS", "SDNMPI_DUPLEX"};
+					   "SDNMPI_PUSH_TIMEOUT_MS", "SDNMPI_AGENT_TIMEOUT_MS",
+					   "SDNMPI_DUPLEX"};
 	const char *path = get("SDNMPI_CONFIG");
 	int problems = 0;
 

@@ -23,6 +23,7 @@ struct sdn_config {
 	char agent_socket[SDN_PATH_MAX]; /* %h: this host's name */
 	int job_slot;                    /* 0: none asked for (the hub decides) */
 	int push_timeout_ms;             /* push mode: longest wait for routes */
+	int agent_timeout_ms;            /* longest wait for the agent's register reply */
 	int duplex;                      /* 1: set the full-duplex MPI settings (duplex.h) */
 };
 
@@ -32,13 +33,15 @@ typedef void (*sdn_report_fn)(void *ctx, const char *message);
 typedef const char *(*sdn_getenv_fn)(const char *name);
 
 /* Defaults: mode profile, trace_dir ".", job "", agent_socket
- * "/run/sdnmpi/agent.sock", job_slot 0, push_timeout_ms 2000, duplex 0. */
+ * "/run/sdnmpi/agent.sock", job_slot 0, push_timeout_ms 2000,
+ * agent_timeout_ms 30000, duplex 0. */
 void sdn_config_defaults(struct sdn_config *cfg);
 /* Parse "profile,tag" into bits; unknown names are reported and skipped.
  * "off" or "none" alone give 0.  Returns the number of problems. */
 int sdn_config_parse_modes(const char *text, unsigned *modes, sdn_report_fn report, void *ctx);
 /* Set one key (SDNMPI_MODE, SDNMPI_TRACE_DIR, SDNMPI_JOB, SDNMPI_AGENT_SOCKET,
- * SDNMPI_JOB_SLOT, SDNMPI_PUSH_TIMEOUT_MS, SDNMPI_DUPLEX); unknown keys reported. */
+ * SDNMPI_JOB_SLOT, SDNMPI_PUSH_TIMEOUT_MS, SDNMPI_AGENT_TIMEOUT_MS, SDNMPI_DUPLEX);
+ * unknown keys reported. */
 int sdn_config_set(struct sdn_config *cfg, const char *key, const char *value,
 		   sdn_report_fn report, void *ctx);
 /* Read a KEY=VALUE file; a missing file or bad line is reported. */

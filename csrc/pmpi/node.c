@@ -16,7 +16,8 @@
 /* What every rank tells the others at init (fixed size: one PMPI_Allgather). */
 struct peer_info {
 	char ip[16];
-	int32_t pid;
+	int32_t pid;     /* 0: this rank did not register with its agent */
+	int32_t job_slot; /* the job's tag slot as this rank's agent has it; -1: none */
 	int32_t nports;
 	int32_t ports[SDN_AGENT_MAX_PORTS];
 };
@@ -81,7 +82,7 @@ static const char *do_register(const struct sdn_config *cfg, const char *path, c
 	struct sdn_agent_reply r;
 	int passed = -1;
 
-	N.fd = sdn_agent_connect(path, 2000);
+	N.fd = sdn_agent_connect(path, cfg->agent_timeout_ms);
 	if (N.fd < 0)
 		return strerror(errno);
 	if (cfg->job_slot)
@@ -97,6 +98,7 @@ static const char *do_register(const struct sdn_config *cfg, const char *path, c
 	}
 	snprintf(me->ip, sizeof(me->ip), "%s", r.ip);
 	me->pid = (int32_t)getpid();
+	me->job_slot = r.job_slot;
 	me->nports = r.nports;
 	for (int i = 0; i < r.nports; i++)
 		me->ports[i] = r.ports[i];
@@ -150,6 +152,33 @@ static void drop_agent(void)
 	}
 }
 
+/* Tag and push modes tag a job only if every rank is registered under one job slot:
+ * a rank whose agent gave no slot (its join lost, the controller down or slow) would
+ * leave the others' tags unrouted, every tagged packet a packet-in.  NULL or why not. */
+static const char *whole_job(const struct sdn_config *cfg, const struct peer_info *all,
+			     int nprocs)
+{
+	static char why[160];
+
+	if (!(cfg->modes & (SDN_MODE_TAG | SDN_MODE_PUSH)))
+		return NULL;
+	for (int i = 0; i < nprocs; i++) {
+		if (!all[i].pid)
+			snprintf(why, sizeof(why), "rank %d is not registered with its node agent: "
+				 "no rank tags", i);
+		else if (all[i].job_slot < 0)
+			snprintf(why, sizeof(why), "rank %d has no job slot (its join did not reach "
+				 "the controller): no rank tags", i);
+		else if (all[i].job_slot != all[0].job_slot)
+			snprintf(why, sizeof(why), "ranks 0 and %d have job slots %d and %d: no rank tags", i,
+				 (int)all[0].job_slot, (int)all[i].job_slot);
+		else
+			continue;
+		return why;
+	}
+	return NULL;
+}
+
 void sdn_node_init(const struct sdn_config *cfg, int rank, int nprocs)
 {
 	char host[256] = "", path[SDN_PATH_MAX], job[65], line[SDN_AGENT_LINE_MAX];
@@ -159,6 +188,7 @@ void sdn_node_init(const struct sdn_config *cfg, int rank, int nprocs)
 
 	N.rank = rank;
 	memset(&me, 0, sizeof(me));
+	me.job_slot = -1;
 	job_name(cfg, job, sizeof(job));
 	gethostname(host, sizeof(host) - 1);
 	if (sdn_expand_host(cfg->agent_socket, host, path, sizeof(path)))
@@ -169,6 +199,9 @@ void sdn_node_init(const struct sdn_config *cfg, int rank, int nprocs)
 	if (!all || PMPI_Allgather(&me, sizeof(me), MPI_BYTE, all, sizeof(me), MPI_BYTE,
 				   MPI_COMM_WORLD) != MPI_SUCCESS) {
 		why = why ? why : "rank exchange failed";
+	} else if (!why && (why = whole_job(cfg, all, nprocs)) != NULL) {
+		if (rank != 0) /* one line for the job, from rank 0 */
+			why = "";
 	} else if (!why) {
 		char *req = ranks_request(all, nprocs);
 		struct sdn_agent_reply r;
@@ -181,7 +214,8 @@ void sdn_node_init(const struct sdn_config *cfg, int rank, int nprocs)
 	}
 	free(all);
 	if (why) {
-		untagged(path, why);
+		if (*why)
+			untagged(path, why);
 		drop_agent();
 		return;
 	}

@@ -128,12 +128,10 @@ def test_an_allreduce_run_whose_job_was_never_registered_fails_its_rows() -> Non
     summary = _one_case(row)
     best, _ = exp_allreduce.rows(summary)
     assert best.status == "failed"
-    assert best.reason.startswith("the job was never registered for tagging in 3 runs")
+    assert best.reason.startswith("the job did not run tagged in 3 runs")
     ok = {**summary, "rows": [{**row, "cpu": {"default": calm, "push/ours": retried}}]}
     again, _ = exp_allreduce.rows(ok)
-    assert (
-        again.status == "ok" and "1 run(s) before this one had the job unregistered" in again.reason
-    )
+    assert again.status == "ok" and "1 run(s) before this one did not run tagged" in again.reason
 
 
 def test_run_case_retrying_runs_again_while_the_job_is_unregistered(monkeypatch) -> None:

@@ -83,6 +83,7 @@ def test_bad_requests_are_refused(agent: Agent, request_: Any, needle: str) -> N
 def test_register_status_unregister(agent: Agent) -> None:
     reply = ask(agent, {"op": "register", "job": "j", "rank": 1, "nprocs": 2, "job_slot": 4})
     assert (reply["ok"], reply["ctx_slot"], reply["ip"]) == (True, 0, "127.0.0.1")
+    assert reply["job_slot"] == 4  # the hub's slot: the ranks check they all have one
     assert isinstance(reply["listen_ports"], list)
     status = ask(agent, {"op": "status"})
     assert [(r["job"], r["rank"], r["pid"]) for r in status["ranks"]] == [("j", 1, os.getpid())]
@@ -91,6 +92,11 @@ def test_register_status_unregister(agent: Agent) -> None:
     assert ask(agent, {"op": "unregister"}) == {"ok": True}
     assert ask(agent, {"op": "unregister"}) == {"ok": False}
     assert ask(agent, {"op": "status"})["ranks"] == []
+
+
+def test_register_without_a_slot_says_so(agent: Agent) -> None:
+    reply = ask(agent, {"op": "register", "job": "j", "rank": 0, "nprocs": 2})
+    assert (reply["ok"], reply["job_slot"]) == (True, None)
 
 
 def test_controller_hub_fails_open_and_logs_once(

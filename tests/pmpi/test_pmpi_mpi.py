@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -286,3 +288,72 @@ def test_tag_mode_without_an_agent_runs_untagged(built, flavour, tmp_path):
     assert len(ours) == NP, proc.stderr
     assert all("running untagged" in ln and "no-agent-" in ln for ln in ours)
     assert len(proc.stdout.splitlines()) == NP
+
+
+class ScriptedAgent:
+    """A node agent on a Unix socket that answers ``register`` with the job slot
+    :attr:`slots` gives the rank (``None``: no slot) and records the ``ranks`` tables."""
+
+    def __init__(self, path: Path, slots: dict[int, int | None]) -> None:
+        self.slots: dict[int, int | None] = slots
+        self.tables: list[list[Any]] = []
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(path))
+        self.server.listen(16)
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rwb") as stream:
+            for line in stream:
+                req = json.loads(line)
+                reply: dict[str, Any] = {"ok": True}
+                if req["op"] == "register":
+                    reply |= {"ctx_slot": req["rank"], "job_slot": self.slots[req["rank"]]}
+                    reply |= {"ip": "127.0.0.1", "listen_ports": []}
+                elif req["op"] == "ranks":
+                    with self.lock:
+                        self.tables.append(req["table"])
+                stream.write(json.dumps(reply).encode() + b"\n")
+                stream.flush()
+
+    def close(self) -> None:
+        self.server.shutdown(socket.SHUT_RDWR)
+        self.server.close()
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("missing", [None, 2])
+def test_a_job_tags_whole_or_not_at_all(built, flavour, tmp_path, missing):
+    """Every rank registered with slot 5: every rank sends its table.  One rank without
+    a slot (its join lost on the way to the controller): no rank does, and rank 0 names
+    the rank in one line; the program's output and status stand either way."""
+    slots: dict[int, int | None] = dict.fromkeys(range(NP), 5)
+    if missing is not None:
+        slots[missing] = None
+    agent = ScriptedAgent(tmp_path / "agent.sock", slots)
+    env = {"SDNMPI_MODE": "tag,push", "SDNMPI_AGENT_SOCKET": str(tmp_path / "agent.sock")}
+    try:
+        proc = run(built, flavour, preload=True, env=env, status=3)
+    finally:
+        agent.close()
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert len(proc.stdout.splitlines()) == NP
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("sdnmpi:")]
+    if missing is None:
+        assert ours == [], proc.stderr
+        assert len(agent.tables) == NP
+        assert all([row[0] for row in t] == list(range(NP)) for t in agent.tables)
+    else:
+        assert agent.tables == []
+        assert len(ours) == 1, proc.stderr
+        assert ours[0].startswith("sdnmpi: rank 0:")
+        assert f"rank {missing} has no job slot" in ours[0] and "no rank tags" in ours[0]

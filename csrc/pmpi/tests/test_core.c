@@ -409,6 +409,13 @@ static void test_agent_protocol(void)
 				    "\"listen_ports\": [1024, 40000]}", &r) == 0);
 	CHECK(r.ok && r.ctx_slot == 3 && strcmp(r.ip, "10.0.0.7") == 0);
 	CHECK(r.nports == 2 && r.ports[0] == 1024 && r.ports[1] == 40000);
+	CHECK(r.job_slot == -1); /* an agent without job slots in its reply */
+	CHECK(sdn_agent_parse_reply("{\"ok\": true, \"ctx_slot\": 0, \"job_slot\": 17, "
+				    "\"ip\": \"10.0.0.7\", \"listen_ports\": []}", &r) == 0);
+	CHECK(r.ok && r.ctx_slot == 0 && r.job_slot == 17 && r.nports == 0);
+	CHECK(sdn_agent_parse_reply("{\"ok\": true, \"ctx_slot\": 0, \"job_slot\": null, "
+				    "\"ip\": \"10.0.0.7\", \"listen_ports\": []}", &r) == 0);
+	CHECK(r.ok && r.job_slot == -1);
 	CHECK(sdn_agent_parse_reply("{\"ok\": false, \"error\": \"rank 0 of job \\\"j\\\" taken\"}",
 				    &r) == 0);
 	CHECK(!r.ok && strcmp(r.error, "rank 0 of job \"j\" taken") == 0);
@@ -460,6 +467,13 @@ static void test_agent_protocol(void)
 	CHECK(cfg.push_timeout_ms == 250);
 	CHECK(sdn_config_set(&cfg, "SDNMPI_PUSH_TIMEOUT_MS", "0", NULL, NULL) == 1);
 	CHECK(cfg.push_timeout_ms == 250);
+	CHECK(cfg.agent_timeout_ms == 30000);
+	n_reported = 0;
+	CHECK(sdn_config_set(&cfg, "SDNMPI_AGENT_TIMEOUT_MS", "-5", record_report, NULL) == 1);
+	CHECK(cfg.agent_timeout_ms == 30000 && n_reported == 1);
+	CHECK(strstr(reported[0], "SDNMPI_AGENT_TIMEOUT_MS '-5'") != NULL);
+	CHECK(sdn_config_set(&cfg, "SDNMPI_AGENT_TIMEOUT_MS", "500", NULL, NULL) == 0);
+	CHECK(cfg.agent_timeout_ms == 500);
 	CHECK(sdn_config_set(&cfg, "SDNMPI_AGENT_SOCKET", "/x/%h.sock", NULL, NULL) == 0);
 	CHECK(strcmp(cfg.agent_socket, "/x/%h.sock") == 0);
 }

@@ -94,7 +94,7 @@ class ControllerHub:
     is down or slow, the answer is "no slot" / "unknown peer" and the job runs
     untagged on default routes; the reason is logged once."""
 
-    def __init__(self, api_socket: Path, host: str, timeout_s: float = 2.0) -> None:
+    def __init__(self, api_socket: Path, host: str, timeout_s: float = 12.0) -> None:
         self.api_socket, self.host, self.timeout_s = api_socket, host, timeout_s
         self._sock: socket.socket | None = None
         self._lines: Any = None
@@ -358,7 +358,8 @@ class Agent:
             raise AgentError("job_slot must be an integer")
         reg = self.core.register(pid, uid, job, rank, nprocs)
         try:
-            self.core.set_job_slot(job, self.hub.joined(job, rank, nprocs, requested))
+            slot = self.hub.joined(job, rank, nprocs, requested)
+            self.core.set_job_slot(job, slot)
             fd = self.tagger.create_context(reg.ctx_slot)
             listen = _listen_ports(pid)
         except BaseException:
@@ -366,7 +367,13 @@ class Agent:
             raise
         self._wake.set()
         log.info("job %s rank %d registered: pid %d, ctx slot %d", job, rank, pid, reg.ctx_slot)
-        reply = {"ok": True, "ctx_slot": reg.ctx_slot, "ip": self.ip, "listen_ports": listen}
+        reply = {
+            "ok": True,
+            "ctx_slot": reg.ctx_slot,
+            "job_slot": slot,
+            "ip": self.ip,
+            "listen_ports": listen,
+        }
         return reply, [fd]
 
     def _unregister(self, pid: int) -> Registration | None:
