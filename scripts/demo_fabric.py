@@ -347,11 +347,15 @@ def mpirun_json(
     timeout_s: float,
     mpi: str = "openmpi",
     allow_untagged: bool = False,
+    results_before_hang: bool = False,
 ) -> tuple[dict[str, Any], str]:
     """``program`` (an sdnmpi-bench or sdnmpi-replay ``--json`` run) as MPI ranks of
     flavour ``mpi`` on ``hosts``: its JSON document and stderr.  A failure, or a rank
     running untagged (unless ``allow_untagged``: the caller reads :data:`UNTAGGED` in the
-    stderr), raises; on Ctrl-C the CLI child gets SIGINT and stops its MPI job."""
+    stderr), raises; on Ctrl-C the CLI child gets SIGINT and stops its MPI job.  With
+    ``results_before_hang``, a run stopped at its timeout (exit 124) after rank 0 printed
+    its JSON (the program hung after measuring, in ``MPI_Finalize``) gives that JSON with
+    ``"stopped_after_results": true``."""
     argv = ["emu", "mpirun", "--name", name, "-n", str(len(hosts)), "--mpi", mpi]
     argv += ["--hosts", ",".join(hosts), "--timeout", str(round(timeout_s))]
     argv += [a for e in env for a in ("--env", e)]
@@ -368,11 +372,14 @@ def mpirun_json(
                 proc.wait(timeout=wait_s)
                 break
         raise
-    if proc.returncode != 0:
+    printed = next((ln for ln in stdout.splitlines() if ln.startswith("{")), None)
+    if proc.returncode == 124 and results_before_hang and printed is not None:
+        return {**json.loads(printed), "stopped_after_results": True}, stderr
+    if proc.returncode != 0 or printed is None:
         raise RuntimeError(f"sdnmpi emu mpirun failed ({proc.returncode}):\n{stderr[-3000:]}")
     if UNTAGGED in stderr and not allow_untagged:
         raise RuntimeError(f"sdnmpi emu mpirun: the job ran untagged:\n{stderr[-3000:]}")
-    doc: dict[str, Any] = json.loads(next(ln for ln in stdout.splitlines() if ln.startswith("{")))
+    doc: dict[str, Any] = json.loads(printed)
     return doc, stderr
 
 

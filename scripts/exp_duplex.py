@@ -80,26 +80,36 @@ def predicted_ratio(size: int, protocol: str, cal: Calibration) -> float:
     return 2 * one_way / both
 
 
-def measure(name: str, flavour: str, setting: str, size: int, iters: int) -> tuple[float, float]:
-    """(bw, bibw) in bytes per second (bibw: both directions together)."""
+def measure(
+    name: str, flavour: str, setting: str, size: int, iters: int
+) -> tuple[float, float, list[str]]:
+    """(bw, bibw) in bytes per second (bibw: both directions together), and notes."""
     env = [f"{k}={v}" for k, v in duplex_env(flavour).items()] if setting == "duplex" else []
     bench = str(ROOT / "build" / flavour / "sdnmpi-bench")
-    rates = []
+    rates, notes = [], []
     for kind in ("bw", "bibw"):
         program = [bench, kind, "--size", str(size), "--window", str(window(size))]
         program += ["--iters", str(iters), "--warmup", "1", "--json"]
-        rates.append(_rate(name, program, env, flavour))
-    return rates[0], rates[1]
+        rate, hung = _rate(name, program, env, flavour)
+        rates.append(rate)
+        if hung:
+            notes.append(f"the {kind} run hung in MPI_Finalize after printing its result "
+                         "(stopped after 120 s)")  # fmt: skip
+    return rates[0], rates[1], notes
 
 
-def _rate(name: str, program: list[str], env: list[str], flavour: str) -> float:
-    """One run's bytes per second; a run that hangs (MPICH over UCX sometimes does in
-    MPI_Finalize across namespaces, ENVIRONMENT.md) is stopped after 120 s and run again
-    once."""
+def _rate(name: str, program: list[str], env: list[str], flavour: str) -> tuple[float, bool]:
+    """One run's bytes per second, and whether it hung after measuring.  MPICH over UCX
+    sometimes hangs in MPI_Finalize across namespaces (ENVIRONMENT.md): a run is
+    stopped after 120 s, and its figure kept if rank 0 had printed it (the measurement
+    had ended); a run that failed before is run again once."""
     for attempt in (1, 2):
         try:
-            doc, _ = harness.mpirun_json(name, HOSTS, program, env, 120, mpi=flavour)
-            return float(doc["results"][0]["bandwidth_MBps"]) * 1e6
+            doc, _ = harness.mpirun_json(
+                name, HOSTS, program, env, 120, mpi=flavour, results_before_hang=True
+            )
+            rate = float(doc["results"][0]["bandwidth_MBps"]) * 1e6
+            return rate, bool(doc.get("stopped_after_results"))
         except RuntimeError as exc:
             if attempt == 2:
                 raise
@@ -125,9 +135,11 @@ def run(
                     case: dict[str, Any] = {"mpi": flavour, "setting": setting, "size": size}
                     case["protocol"] = cal.protocol(PRESETS[flavour, setting]).spec
                     try:
-                        case["bw_Bps"], case["bibw_Bps"] = measure(
+                        case["bw_Bps"], case["bibw_Bps"], notes = measure(
                             name, flavour, setting, size, iters
                         )
+                        if notes:
+                            case["notes"] = notes
                         case["ratio"] = case["bibw_Bps"] / case["bw_Bps"]
                     except RuntimeError as exc:
                         case["error"] = str(exc).strip().splitlines()[-1][:300]
@@ -164,7 +176,7 @@ def rows(cases: list[dict[str, Any]], scale: float) -> list[Row]:
                     "topology": "leaf_spine(1, 2, 2)",
                 },
                 status="failed" if failed else "ok",
-                reason=c.get("error", "") or _note(c),
+                reason=c.get("error", "") or "; ".join([_note(c), *c.get("notes", [])]),
                 network_limited=True,
                 details={k: c[k] for k in ("bw_Bps", "bibw_Bps") if k in c},
             )
