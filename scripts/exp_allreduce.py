@@ -410,7 +410,22 @@ def _reason(n: int, best: dict[str, Any], way: str, summary: dict[str, Any]) -> 
             "early to its next step sends into a host still receiving, which the fluid model "
             "does not reproduce (docs/emulator-fidelity.md)"
         )
-    return "; ".join(parts)
+        parts.append(_apart(best, way))
+    return "; ".join(p for p in parts if p)
+
+
+def _apart(best: dict[str, Any], way: str) -> str:
+    """Each run's time against its own prediction, and how long its switches waited
+    for a core: the gap of a speedup split into its two runs."""
+    said = []
+    for w in ("default", way):
+        measured, predicted = best["measured_s"][w], best["predicted_s"][w]
+        text = f"{w} {100 * (measured / predicted - 1):+.0f} % against its prediction"
+        wait = best.get("cpu", {}).get(w, {}).get("switch_wait")
+        if wait is not None:
+            text += f" (switches waited for a core {100 * wait:.0f} % of the run)"
+        said.append(text)
+    return ", ".join(said)
 
 
 def reproduce(ctx: Context) -> list[Row]:
