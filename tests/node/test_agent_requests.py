@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -146,3 +147,32 @@ def test_controller_hub_speaks_the_tag_ops(tmp_path: Path) -> None:
          "remote": "10.0.0.1:50000"},
         {"op": "tag_leave", "job": "7", "rank": 1},
     ]  # fmt: skip
+
+
+def test_an_idle_agent_does_not_scan_until_a_rank_registers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No rank, no scan (an idle agent scanned 100 times a second); a registration wakes
+    the scanner at once, and stop() ends an idle loop without waiting out its sleep."""
+    agent = Agent(AgentConfig("lo", tmp_path / "a.sock"), LocalHub(), cast(Tagger, FakeTagger()))
+    scans: list[float] = []
+    real_scan = agent.scan_once
+
+    def counted() -> bool:
+        scans.append(time.monotonic())
+        return real_scan()
+
+    monkeypatch.setattr(agent, "scan_once", counted)
+    agent.start()
+    try:
+        time.sleep(0.3)
+        assert scans == []
+        registered = time.monotonic()
+        reply = ask(agent, {"op": "register", "job": "j", "rank": 0, "nprocs": 2, "job_slot": 3})
+        assert reply["ok"] is True
+        time.sleep(0.3)
+        assert scans and scans[0] - registered < 0.2
+    finally:
+        stopping = time.monotonic()
+        agent.stop()
+    assert time.monotonic() - stopping < 0.5

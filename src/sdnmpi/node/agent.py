@@ -41,6 +41,9 @@ from sdnmpi.node.procnet import Endpoint
 log = logging.getLogger(__name__)
 
 MAX_LINE_BYTES = 1 << 20
+#: Longest sleep of an agent's scan loop while no rank is registered (a registration
+#: wakes it at once; this only bounds a missed wake-up).
+IDLE_WAIT_S = 1.0
 #: A reply to a rank, and the file descriptors passed with it (SCM_RIGHTS).
 Reply = tuple[dict[str, Any], list[int]]
 _SIOCGIFADDR = 0x8915
@@ -182,8 +185,8 @@ class AgentConfig:
     socket_path: Path
     bpf_object: Path | None = None
     scan_interval_s: float = 0.01
-    full_scan_s: float = 1.0
-    max_scan_interval_s: float = 0.02
+    full_scan_s: float = 5.0  # a socket passed between processes is seen this late
+    max_scan_interval_s: float = 0.1  # a new connection of a quiet rank: tagged this late
     eager_scan_s: float = 5.0  # full rate this long after a rank registers
     ctx_slots: int = MAX_CTX_SLOTS
 
@@ -248,6 +251,7 @@ class Agent:
     def stop(self) -> None:
         """Unregister every rank, stop serving, remove the socket and the tagger."""
         self._stop.set()
+        self._wake.set()  # out of an idle scan loop's wait
         server, self._server = self._server, None
         if server is not None:
             with contextlib.suppress(OSError):
@@ -391,9 +395,17 @@ class Agent:
     def _scan_loop(self) -> None:
         """Scan every ``scan_interval_s`` while things change and for ``eager_scan_s``
         after a rank registers, backing off (doubling, up to ``max_scan_interval_s``)
-        while nothing changes."""
+        while nothing changes; with no rank registered, sleep until one registers.
+
+        An idle agent used to scan 100 times a second: 0.6 % of a core each, 8 % of
+        the 2-core emulator's CPU with the 28 agents of the Allreduce fabric."""
         interval, eager_until = self.cfg.scan_interval_s, 0.0
-        while not self._stop.wait(interval):
+        while not self._stop.is_set():
+            if not self._wake.is_set() and not self._has_ranks():
+                self._wake.wait(IDLE_WAIT_S)  # register (and stop) set it
+                continue
+            if self._stop.wait(interval):
+                return
             now = time.monotonic()
             if self._wake.is_set():  # a rank registered: MPI connects soon after
                 self._wake.clear()
@@ -402,6 +414,10 @@ class Agent:
                 interval = self.cfg.scan_interval_s
             else:
                 interval = min(2 * interval, self.cfg.max_scan_interval_s)
+
+    def _has_ranks(self) -> bool:
+        with self.lock:
+            return bool(self.core.registrations())
 
     def scan_once(self) -> bool:
         """One pass over the registered ranks' sockets.
