@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +256,14 @@ class CpuMonitor:
             f"machine busy {100 * r.get('machine_busy', 0):.0f} %, switch waited for a core "
             f"{100 * r.get('switch_wait', 0):.0f} % of the run"
         )
+
+
+def host_namespaces(fabric: str, hosts: Sequence[str] | None = None) -> list[str]:
+    """The network namespaces of ``hosts`` (default: every host) of fabric ``fabric``
+    (for :class:`~sdnmpi.emu.tcpstats.TcpLoss`)."""
+    plan = runner.make_plan_for(fabric, DEFAULT_STATE_ROOT)
+    names = dict.fromkeys(hosts) if hosts is not None else [h.name for h in plan.hosts]
+    return [plan.host(h).netns for h in names]
 
 
 def pattern(nprocs: int, shift: int, size: int) -> Pattern:

@@ -59,6 +59,7 @@ from sdnmpi.core.routing import bound as lp
 from sdnmpi.core.routing import route
 from sdnmpi.core.routing.model import Demands, Fabric
 from sdnmpi.core.topology import Topology
+from sdnmpi.emu.tcpstats import TcpLoss
 from sdnmpi.node import duplex
 from sdnmpi.report.reproduce_api import Context, Row
 from sdnmpi.sim import simulate
@@ -152,10 +153,15 @@ def run_case(
             env.append("SDNMPI_PUSH_TIMEOUT_MS=10000")
         program = [str(harness.BENCH), "coll", "--op", "allreduce", "--min", sizes[0]]
         program += ["--max", sizes[1], "--iters", str(iters), "--warmup", "1", "--json"]
-        with harness.CpuMonitor(name) as cpu:
+        with (
+            harness.CpuMonitor(name) as cpu,
+            TcpLoss(harness.host_namespaces(name, case.hosts)) as loss,
+        ):
             doc, stderr = harness.mpirun_json(
                 name, case.hosts, program, env, 1800, allow_untagged=True
             )
+        if loss.evidence():
+            log(f"{tag}: {loss.evidence()}")
         if "not confirmed" in stderr:
             log(f"{tag}: {stderr.strip().splitlines()[-1]}")
         if cpu.cpu_bound:
@@ -166,6 +172,7 @@ def run_case(
         unregistered = bool(spec) and (untagged is not None or UNREGISTERED in ctl.log())
     times = {int(r["size_bytes"]): float(r["time_max_s"]) for r in doc["results"]}
     figures = {**cpu.result, "cpu_bound": float(cpu.cpu_bound)}
+    figures |= {f"tcp_{k}": float(v) for k, v in loss.result.items()}
     return times, {**figures, "unregistered": float(unregistered)}
 
 
@@ -421,9 +428,12 @@ def _apart(best: dict[str, Any], way: str) -> str:
     for w in ("default", way):
         measured, predicted = best["measured_s"][w], best["predicted_s"][w]
         text = f"{w} {100 * (measured / predicted - 1):+.0f} % against its prediction"
-        wait = best.get("cpu", {}).get(w, {}).get("switch_wait")
-        if wait is not None:
-            text += f" (switches waited for a core {100 * wait:.0f} % of the run)"
+        figures = best.get("cpu", {}).get(w, {})
+        if figures.get("switch_wait") is not None:
+            text += f" (switches waited for a core {100 * figures['switch_wait']:.0f} % of the run"
+            if "tcp_timeouts" in figures:
+                text += f", {figures['tcp_timeouts']:.0f} TCP retransmission timeouts"
+            text += ")"
         said.append(text)
     return ", ".join(said)
 

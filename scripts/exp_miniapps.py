@@ -59,6 +59,7 @@ from sdnmpi.core.routing import route
 from sdnmpi.core.routing.model import Demands, Fabric
 from sdnmpi.core.topology import Topology
 from sdnmpi.emu import slurm
+from sdnmpi.emu.tcpstats import TcpLoss
 from sdnmpi.formats.replay import save_replay
 from sdnmpi.manager.client import ManagerClient
 from sdnmpi.node import duplex
@@ -216,8 +217,9 @@ def bound_gain(fabric: Fabric, demands: Demands) -> float:
 
 
 def run_job(name: str, argv: list[str], timeout_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One srun of the replay: its JSON document and the CPU figures of the run."""
-    with harness.CpuMonitor(name) as cpu:
+    """One srun of the replay: its JSON document and the CPU (and TCP loss) figures of
+    the run."""
+    with harness.CpuMonitor(name) as cpu, TcpLoss(harness.host_namespaces(name)) as loss:
         res = slurm.run(name, argv, capture=True, timeout_s=timeout_s, env=rank_env())
     if res.returncode != 0:
         raise RuntimeError(f"srun failed ({res.returncode}): {res.stderr.strip()[-1500:]}")
@@ -225,7 +227,8 @@ def run_job(name: str, argv: list[str], timeout_s: float) -> tuple[dict[str, Any
     if not lines:
         raise RuntimeError(f"no JSON from sdnmpi-replay: {res.stdout[-500:]} {res.stderr[-500:]}")
     doc: dict[str, Any] = json.loads(lines[-1])
-    return doc, {**cpu.result, "cpu_bound": float(cpu.cpu_bound)}
+    tcp = {f"tcp_{k}": float(v) for k, v in loss.result.items()}
+    return doc, {**cpu.result, "cpu_bound": float(cpu.cpu_bound), **tcp}
 
 
 #: Attempts per run.  Open MPI 4.1.4 crashes at start in about a third of these
@@ -468,6 +471,13 @@ def _reason(app: App, res: dict[str, Any], ranks_per_node: int, cpu_bound: bool)
         )
     if app.paper and bound < app.paper:
         parts.append(f"so the paper's x{app.paper:.2f} is out of reach by routing here")
+    timeouts = {w: [int(c["tcp_timeouts"]) for c in res["cpu"][w] if "tcp_timeouts" in c]
+                for w in WAYS}  # fmt: skip
+    if any(sum(t) for t in timeouts.values()):
+        parts.append(
+            "TCP retransmission timeouts per run (the model has no loss): "
+            + ", ".join(f"{w} {t}" for w, t in timeouts.items())
+        )
     if cpu_bound:
         worst = max((c for w in WAYS for c in res["cpu"][w]), key=lambda c: c["switch_wait"])
         parts.append(

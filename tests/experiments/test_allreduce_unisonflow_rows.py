@@ -108,7 +108,7 @@ def _one_case(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_cpu_bound_allreduce_run_is_not_a_routing_result() -> None:
-    busy = {"cpu_bound": 1.0, "machine_busy": 0.99, "switch_wait": 0.29}
+    busy = {"cpu_bound": 1.0, "machine_busy": 0.99, "switch_wait": 0.29, "tcp_timeouts": 4.0}
     calm = {"cpu_bound": 0.0, "machine_busy": 0.5, "switch_wait": 0.01}
     row = {**_ar_row("duplex", MIB, 4.0, 2.5, 1.5), "cpu": {"default": calm, "push/ours": busy}}
     summary = _one_case(row)
@@ -118,7 +118,10 @@ def test_a_cpu_bound_allreduce_run_is_not_a_routing_result() -> None:
     assert "without barriers" in best.reason  # measured x1.60 against x2.00 predicted
     # the gap split into its runs: default as predicted (4.0 s for 3.0), ours 2.5 s for 1.5
     assert "default +33 % against its prediction (switches waited for a core 1 %" in best.reason
-    assert "push/ours +67 % against its prediction (switches waited for a core 29 %" in best.reason
+    assert (
+        "push/ours +67 % against its prediction (switches waited for a core 29 % of the run, "
+        "4 TCP retransmission timeouts)" in best.reason
+    )
     calm_summary = {**summary, "rows": [{**row, "cpu": {"default": calm, "push/ours": calm}}]}
     assert exp_allreduce.rows(calm_summary)[0].status == "ok"
 

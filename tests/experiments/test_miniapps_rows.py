@@ -97,6 +97,19 @@ def test_cpu_bound_and_failed_runs_are_not_routing_results() -> None:
     assert row_failed.reason == "srun failed (1): boom"
 
 
+def test_tcp_timeouts_are_named_per_run() -> None:
+    res = _result("SpMV", [34.0, 38.0], [33.0, 41.0])
+    res["cpu"] = {
+        w: [{**c, "tcp_timeouts": float(t)} for c, t in zip(res["cpu"][w], ts, strict=True)]
+        for w, ts in (("dmodk", (0, 3)), ("ours", (1, 7)))
+    }
+    (row,) = mini.rows(_summary(res))
+    assert "TCP retransmission timeouts per run (the model has no loss): dmodk [0, 3], " \
+        "ours [1, 7]" in row.reason  # fmt: skip
+    (quiet,) = mini.rows(_summary(_result("SpMV", [34.0], [33.0])))
+    assert "TCP" not in quiet.reason
+
+
 def test_fewer_ranks_than_the_seed_say_why() -> None:
     (row,) = mini.rows(_summary(_result("CG", [30.0], [20.0]), rpn=2))
     assert "128 ranks (2 per node), not the seed's 160" in row.reason
