@@ -225,6 +225,8 @@ class Run:
     comm_share: dict[str, float]
     other_s: dict[str, float]
     routes: dict[str, Any] | None = None
+    #: Why the job's first attempt failed at start (it then ran once more), or "".
+    retried: str = ""
 
 
 def unit_summary(
@@ -340,7 +342,9 @@ def speedup_row(app: Mapping[str, Any], name: str, unit: Mapping[str, Any], base
                    settings=dict(app["settings"]))  # fmt: skip
 
     failed = {r: app.get("failed", {}).get(r) for r in (base, "ours")}
-    if any(failed.values()):
+    # a routing whose later run failed keeps the figure of the runs before it, said so
+    partly = {r: w for r, w in failed.items() if w and unit["measured_s"].get(r)}
+    if any(w for r, w in failed.items() if r not in partly):
         return failed_row("; ".join(f"{r}: {w}" for r, w in failed.items() if w))
     t_base, t_ours = mean(unit["measured_s"].get(base)), mean(unit["measured_s"].get("ours"))
     if t_base is None or t_ours is None or t_ours <= 0:
@@ -351,6 +355,12 @@ def speedup_row(app: Mapping[str, Any], name: str, unit: Mapping[str, Any], base
     cpu = cpu_evidence(unit, (base, "ours"))
     parts = [f"the LP bound allows x{bound:.2f} over {base} for this placement"]
     parts += unrouted(unit) + ecmp_spread(unit, base)
+    for r, why in partly.items():
+        n = len(unit["measured_s"][r])
+        parts.append(f"{r}: a run after the first {n} failed ({why}); the figure is of those {n}")
+    for r in (base, "ours"):
+        for why in app.get("retried", {}).get(r, []):
+            parts.append(f"{r}: a run failed at start and ran once more ({why})")
     known = "; ".join(
         x for x in (unit.get("known_gap", ""), switch_waits(unit, (base, "ours"))) if x
     )

@@ -453,6 +453,12 @@ def reproduce(ctx: Context) -> list[Row]:
     return rows(summary)
 
 
+def rows_from_saved(out: Path) -> list[Row]:
+    """The rows of the run whose summary :func:`reproduce` saved in ``out``
+    (``reproduce.py --rederive``)."""
+    return rows(json.loads((out / "allreduce.json").read_text()))
+
+
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="8 hosts, two sizes, few iterations.")

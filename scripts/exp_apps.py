@@ -282,24 +282,42 @@ def run_job(
     trace: Path | None = None,
     pattern: str | None = None,
 ) -> apps_report.Run:
-    """One job, start to end; on failure or timeout nothing of it is left behind."""
-    prepare(app, wd)
+    """One job, start to end; on failure or timeout nothing of it is left behind.  A job
+    that fails within :data:`START_FAILURE_S` of its start (Open MPI 4.1.4's start-up
+    crash under ``srun``, docs/emulator-fidelity.md) runs once more (``Run.retried``)."""
     job = f"{app.key}-{routing}"
     args = srun_args(app, hosts, wd, job_env(trace, job), job, pattern)
-    log(f"{app.key}/{routing}: srun on {','.join(hosts)}" + (f" ({pattern})" if pattern else ""))
-    try:
-        with CpuTimeline(fabric) as cpu, hpcc_watch(app, wd):
-            took, _, _ = srun(fabric, args, app.timeout_s)
-    except (RuntimeError, subprocess.TimeoutExpired) as exc:
-        left = cleanup(fabric, job, st)
-        raise RuntimeError(f"{failure(exc)}; cleaned up: {left}") from exc
+    retried = ""
+    for attempt in (1, 2):
+        prepare(app, wd)
+        log(
+            f"{app.key}/{routing}: srun on {','.join(hosts)}" + (f" ({pattern})" if pattern else "")
+        )
+        started = time.monotonic()
+        try:
+            with CpuTimeline(fabric) as cpu, hpcc_watch(app, wd):
+                took, _, _ = srun(fabric, args, app.timeout_s)
+            break
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            left = cleanup(fabric, job, st)
+            why = f"{failure(exc)}; cleaned up: {left}"
+            quick = time.monotonic() - started < START_FAILURE_S
+            if attempt == 2 or isinstance(exc, subprocess.TimeoutExpired) or not quick:
+                raise RuntimeError(why) from exc
+            retried = why
+            log(f"{app.key}/{routing}: failed at start, once more: {why}")
     run = results(app, wd, cpu, trace)
     run.wall_s = took
+    run.retried = retried
     log(
         f"{app.key}/{routing}: {took:.1f} s wall; "
         + ", ".join(f"{u} {t:.2f} s" for u, t in run.units.items())
     )
     return run
+
+
+#: A job that fails this soon after its start is run once more (the start-up crash).
+START_FAILURE_S = 90.0
 
 
 def failure(exc: BaseException) -> str:
@@ -523,6 +541,7 @@ def summarize(
         "bound_gain_placement": p.gain,
         "profile": {"wall_s": p.run.wall_s, "units": p.run.units, "comm_share": p.run.comm_share},
         "failed": rec.failed,
+        "retried": {r: [x.retried for x in runs if x.retried] for r, runs in rec.runs.items()},
         "not_run": {"ecmp": skip_ecmp} if skip_ecmp else {},
         "units": units,
     }
@@ -586,6 +605,12 @@ def reproduce(ctx: Context) -> list[Row]:
     summary = experiment(ctx, list(apps_for(ctx.quick)))
     (ctx.out / "apps.json").write_text(json.dumps(summary, indent=1) + "\n")
     return apps_report.rows(summary)
+
+
+def rows_from_saved(out: Path) -> list[Row]:
+    """The rows of the run whose summary :func:`reproduce` saved in ``out``
+    (``reproduce.py --rederive``)."""
+    return apps_report.rows(json.loads((out / "apps.json").read_text()))
 
 
 def parse_args() -> argparse.Namespace:

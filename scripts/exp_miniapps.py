@@ -498,6 +498,12 @@ def reproduce(ctx: Context) -> list[Row]:
     return rows(summary)
 
 
+def rows_from_saved(out: Path) -> list[Row]:
+    """The rows of the run whose summary :func:`reproduce` saved in ``out``
+    (``reproduce.py --rederive``)."""
+    return rows(json.loads((out / "miniapps.json").read_text()))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="CG only, small, one rep.")

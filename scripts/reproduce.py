@@ -27,7 +27,7 @@ from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.errors import ConfigError, SdnMpiError
 from sdnmpi.report.reproduce import summarize
 from sdnmpi.report.reproduce_api import ENTRY_POINT
-from sdnmpi.report.reproduce_run import Entry, Figure, Options, run
+from sdnmpi.report.reproduce_run import Entry, Figure, Options, rederive, run
 
 SCRIPTS = Path(__file__).resolve().parent
 ROOT = SCRIPTS.parent
@@ -185,6 +185,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "a full report assembled from --only runs.",
     )
     ap.add_argument(
+        "--rederive",
+        action="store_true",
+        help="Rebuild the --only experiments' rows from the summaries their last run saved "
+        "in OUT (this checkout's row logic, the same measurements); nothing runs.",
+    )
+    ap.add_argument(
         "--state-dir",
         type=Path,
         default=DEFAULT_STATE_ROOT,
@@ -203,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list:
         print(describe(entries))
         return 0
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 and not args.rederive:
         print("reproduce: needs root (the emulated cluster); --list works without", file=sys.stderr)
         return 2
     logging.basicConfig(
@@ -219,7 +225,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         merge=args.merge,
     )  # fmt: skip
     try:
-        outcome = run(entries, options, REGISTRY)
+        if args.rederive:
+            if not args.only:
+                raise ConfigError("--rederive needs --only (the experiments to rebuild)")
+            outcome = rederive(entries, options, REGISTRY)
+        else:
+            outcome = run(entries, options, REGISTRY)
     except SdnMpiError as exc:
         print(f"reproduce: error: {exc}", file=sys.stderr)
         return 2

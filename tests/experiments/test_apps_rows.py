@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +193,9 @@ def test_cpu_bound_runs_give_cpu_bound_rows_with_the_evidence() -> None:
 
 
 def test_failed_skipped_and_not_run_routings() -> None:
-    rows = apps_report.app_rows(_app(failed={"ours": "srun failed (1); cleaned up: no job"}))
+    app = _app(failed={"ours": "srun failed (1); cleaned up: no job"})
+    app["units"]["loop time"]["measured_s"]["ours"] = []
+    rows = apps_report.app_rows(app)
     assert [r.status for r in rows[:2]] == ["failed", "failed"]
     assert "ours: srun failed" in rows[0].reason
     rows = apps_report.app_rows(_app(not_run={"ecmp": "quick form"}))
@@ -202,6 +205,21 @@ def test_failed_skipped_and_not_run_routings() -> None:
     err = {"label": "HPCC", "figure": "HPCC", "case": "8", "settings": {}, "error": "boom"}
     (failed,) = apps_report.app_rows(err)
     assert failed.status == "failed" and failed.reason == "boom"
+
+
+def test_a_run_failing_after_good_ones_keeps_their_figure_and_says_so() -> None:
+    """LAMMPS, 2026-11-26: the second ECMP run crashed at start (srun exited 143) after
+    the first had measured; the ECMP row keeps the first run's figure, named."""
+    app = _app(
+        failed={"ecmp": "srun exited 143: Force Terminated; cleaned up: no job"},
+        retried={"dmodk": ["srun exited 143: boom; cleaned up: no job"]},
+    )
+    dmodk, ecmp = apps_report.app_rows(app)[:2]
+    assert ecmp.status == "ok" and ecmp.measured == pytest.approx(24.0 / 20.0)
+    assert "ecmp: a run after the first 1 failed (srun exited 143: Force" in ecmp.reason
+    assert "the figure is of those 1" in ecmp.reason
+    assert "dmodk: a run failed at start and ran once more (srun exited 143: boom" in dmodk.reason
+    assert "failed" not in dmodk.reason.replace("failed at start", "")
 
 
 def test_rows_of_a_summary_cover_every_application() -> None:
@@ -275,3 +293,49 @@ def test_ecmp_rows_give_the_range_of_the_hash_draws() -> None:
     (_, ecmp, *_) = apps_report.app_rows(_app())
     # (15 + 2) / (15 + 2) = 1.00 and (32 + 2) / 17 = 2.00
     assert "ECMP predicted over 16 hash draws: x1.00 to x2.00 (the mean shown)" in ecmp.reason
+
+
+def _fake_job(monkeypatch: pytest.MonkeyPatch, outcomes: list[Any], clock: list[float]) -> None:
+    """exp_apps.run_job around stand-ins: srun's outcomes in turn, ``clock`` the
+    monotonic times it reads (two per attempt)."""
+    import contextlib
+
+    def fake_srun(fabric: str, args: list[str], timeout_s: float) -> tuple[float, str, str]:
+        out = outcomes.pop(0)
+        if isinstance(out, BaseException):
+            raise out
+        return out, "", ""
+
+    run = apps_report.Run(12.0, {}, {"loop time": 10.0}, {}, {})
+    monkeypatch.setattr(exp_apps, "srun", fake_srun)
+    monkeypatch.setattr(exp_apps, "prepare", lambda app, wd: None)
+    monkeypatch.setattr(exp_apps, "srun_args", lambda *a: [])
+    monkeypatch.setattr(exp_apps, "cleanup", lambda fabric, job, st: "no job left")
+    monkeypatch.setattr(exp_apps, "CpuTimeline", lambda fabric: contextlib.nullcontext())
+    monkeypatch.setattr(exp_apps, "hpcc_watch", lambda app, wd: contextlib.nullcontext())
+    monkeypatch.setattr(exp_apps, "results", lambda app, wd, cpu, trace: run)
+    monkeypatch.setattr(exp_apps, "time", types.SimpleNamespace(monotonic=lambda: clock.pop(0)))
+
+
+def test_a_job_failing_at_start_runs_once_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    lammps = exp_apps.apps_for(True)["lammps"]
+    crash = RuntimeError("srun failed (143):\nForce Terminated")
+    _fake_job(monkeypatch, [crash, 80.0], [0.0, 31.0, 40.0])
+    run = exp_apps.run_job("f", lammps, ("h1",), Path("/nonexistent"), None, "ecmp")  # type: ignore[arg-type]
+    assert run.wall_s == 80.0
+    assert run.retried == "srun exited 143: Force Terminated; cleaned up: no job left"
+
+
+def test_a_job_failing_late_or_twice_is_not_run_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    lammps = exp_apps.apps_for(True)["lammps"]
+    crash = RuntimeError("srun failed (143):\nForce Terminated")
+    _fake_job(monkeypatch, [crash, 80.0], [0.0, 300.0])  # failed after 5 minutes
+    with pytest.raises(RuntimeError, match="srun exited 143"):
+        exp_apps.run_job("f", lammps, ("h1",), Path("/x"), None, "ecmp")  # type: ignore[arg-type]
+    _fake_job(monkeypatch, [crash, crash], [0.0, 10.0, 20.0, 30.0])
+    with pytest.raises(RuntimeError, match="srun exited 143"):
+        exp_apps.run_job("f", lammps, ("h1",), Path("/x"), None, "ecmp")  # type: ignore[arg-type]
+    hung = subprocess.TimeoutExpired("srun", 5.0)
+    _fake_job(monkeypatch, [hung, 80.0], [0.0, 5.0])
+    with pytest.raises(RuntimeError, match="hung"):
+        exp_apps.run_job("f", lammps, ("h1",), Path("/x"), None, "ecmp")  # type: ignore[arg-type]

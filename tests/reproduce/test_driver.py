@@ -23,7 +23,7 @@ from sdnmpi.emu.plan import Resource
 from sdnmpi.emu.state import FabricState, save_state
 from sdnmpi.errors import ConfigError, FormatError
 from sdnmpi.report.reproduce import load_json
-from sdnmpi.report.reproduce_run import Entry, Figure, Options, list_fabrics, run
+from sdnmpi.report.reproduce_run import Entry, Figure, Options, list_fabrics, rederive, run
 from sdnmpi.sim.calibration import Calibration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,6 +120,22 @@ MODULES = {
     "interrupt": """
         def reproduce(ctx):
             raise KeyboardInterrupt
+    """,
+    "saved": """
+        import json
+        from sdnmpi.report.reproduce_api import Row
+
+        def _row(doc, reason):
+            return Row("099 Saved", "Fig. 4", "s", "speedup", measured=doc["measured"],
+                       predicted=1.5, reason=reason)
+
+        def reproduce(ctx):
+            doc = {"measured": 1.25}
+            (ctx.out / "summary.json").write_text(json.dumps(doc))
+            return [_row(doc, "the row logic of the run")]
+
+        def rows_from_saved(out):
+            return [_row(json.loads((out / "summary.json").read_text()), "newer row logic")]
     """,
 }
 
@@ -318,6 +334,44 @@ def test_merge_keeps_the_experiments_not_run(lab):
         run([skip], options(tmp, root, merge=True))
     alone = run([skip], options(tmp, root, out=tmp / "fresh", merge=True))  # no report yet
     assert {r.experiment for r in alone.rows} == {f"{EXP} skip"}
+
+
+def test_rederive_rebuilds_rows_from_the_saved_summary_and_keeps_the_rest(lab):
+    """--rederive: one experiment's rows rebuilt by its rows_from_saved from what its run
+    saved, the others as they were; the report says so; bad requests change nothing."""
+    prefix, root, tmp = lab
+    ok, saved = entry(prefix + "ok"), entry(prefix + "saved", "099 Saved")
+    first = run([ok, saved], options(tmp, root))
+    meta1, rows1 = load_json(first.paths["json"])
+    assert [r.reason for r in rows1 if r.experiment == "099 Saved"] == ["the row logic of the run"]
+
+    again = rederive([saved], options(tmp, root, calibration=None), [ok, saved])
+    meta, rows = load_json(again.paths["json"])
+    assert [r for r in rows if r.experiment == EXP] == [r for r in rows1 if r.experiment == EXP]
+    (row,) = [r for r in rows if r.experiment == "099 Saved"]
+    assert (row.measured, row.reason) == (1.25, "newer row logic")
+    assert meta["calibration"] == meta1["calibration"]  # that of the run that measured
+    exp = {e["module"]: e for e in meta["experiments"]}[saved.module]
+    assert exp["from_run"]["date"] == meta1["date"] and exp["rederived"]["date"] == meta["date"]
+    md = again.paths["markdown"].read_text()
+    assert f"{saved.module}, 1 rows of {meta1['date']}" in md
+    assert "its rows re-derived from that run's saved summary (`--rederive`)" in md
+
+    before = again.paths["json"].read_text()
+    for bad, needle in (
+        ([ok], "cannot re-derive its rows"),
+        ([entry(prefix + "boom")], "has no rows of"),
+    ):
+        with pytest.raises(ConfigError, match=needle):
+            rederive(bad, options(tmp, root), [ok, saved])
+    with pytest.raises(ConfigError, match="quick run cannot merge"):
+        rederive([saved], options(tmp, root, quick=True), [ok, saved])
+    with pytest.raises(ConfigError, match="does not exist"):
+        rederive([saved], options(tmp, root, out=tmp / "none"), [ok, saved])
+    (tmp / "out" / saved.module / "summary.json").write_text("{}")
+    with pytest.raises(ConfigError, match="saved summary unusable"):
+        rederive([saved], options(tmp, root), [ok, saved])
+    assert again.paths["json"].read_text() == before
 
 
 def test_interrupt_stops_the_run_but_writes_the_report(lab):

@@ -449,6 +449,12 @@ def _provenance(meta: Mapping[str, Any]) -> list[str]:
                 f"{exp.get('rows', '?')} rows of {origin.get('date') or '?'}, commit "
                 f"{commit}{dirty}, calibration {origin.get('calibration') or '?'}"
             )
+            again = exp.get("rederived")
+            if isinstance(again, Mapping):
+                out[-1] += (
+                    f"; its rows re-derived from that run's saved summary (`--rederive`) on "
+                    f"{again.get('date') or '?'} by commit {str(again.get('commit'))[:12]}"
+                )
     out += [f"- Note: {n}" for n in meta.get("notes", ())]
     out += [f"- Cleanup: {c}" for c in meta.get("cleanup", ())]
     return out

@@ -434,6 +434,52 @@ def _run(
     return outcome
 
 
+#: The function of an experiment module that rebuilds its rows from what its
+#: ``reproduce(ctx)`` saved in its directory (``--rederive``).
+REDERIVE_POINT = "rows_from_saved"
+
+
+def rederive(entries: Sequence[Entry], options: Options, registry: Sequence[Entry]) -> Outcome:
+    """Rebuild the rows of ``entries`` from the summaries their last run saved in
+    ``OUT/MODULE/`` (the module's :data:`REDERIVE_POINT`), with this checkout's row logic;
+    every other experiment of ``OUT/report.json`` is kept as it is.  Nothing is run and
+    no fabric is used; the measurements stay those of the run that made them, and the
+    report says which rows were re-derived, when and by which commit.
+    """
+    path = options.out / "report.json"
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist: --rederive rebuilds rows of a report")
+    old_meta, _ = load_json(path)
+    kept = previous_experiments(options, ())
+    meta = base_meta(options)
+    meta["calibration"] = old_meta.get("calibration")
+    for entry in entries:
+        if entry.module not in kept:
+            raise ConfigError(f"{path} has no rows of {entry.module} to re-derive")
+        module = importlib.import_module(entry.module)
+        function = getattr(module, REDERIVE_POINT, None)
+        if not callable(function):
+            raise ConfigError(f"scripts/{entry.module}.py cannot re-derive its rows "
+                              f"(no {REDERIVE_POINT}(out))")  # fmt: skip
+        try:
+            rows = check_rows(list(function(options.out / entry.module)), entry.module)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{entry.module}: saved summary unusable: {exc}") from None
+        was = kept[entry.module]
+        was.rows = rows
+        was.meta = {
+            **was.meta,
+            "rows": len(rows),
+            "tables": list(dict.fromkeys(r.experiment for r in rows)),
+            "rederived": {"date": meta["date"], "commit": meta["git"].get("commit")},
+        }
+    outcome = Outcome([], meta)
+    _merge(outcome, kept, registry)
+    outcome.paths = write_report(outcome.rows, meta, options.out, registry)
+    outcome.ran = len(entries)
+    return outcome
+
+
 def _merge(outcome: Outcome, kept: dict[str, Kept], registry: Sequence[Entry]) -> None:
     """Put the kept experiments' rows and meta among this run's, in registry order (a
     kept row whose key a new row has is dropped)."""
