@@ -71,6 +71,54 @@ def test_allreduce_rows_say_when_the_bound_forbids_the_papers_gain() -> None:
     assert "out of reach" in best.reason and "x1.92" in best.reason
 
 
+def test_allreduce_rows_name_the_single_path_bound_below_the_lp_one() -> None:
+    row = _ar_row("duplex", MIB, 4.0, 3.4, 1.5)
+    placed = {"hosts": ["n"] * 16, "bound_gain": 1.92, "single_path_gain": 1.47}
+    summary = {"topology": "allreduce28", "link_scale": 0.01, "placements": {"16": placed},
+               "rows": [{**row, "nprocs": 16}]}  # fmt: skip
+    (best, _) = exp_allreduce.rows(summary)
+    assert best.bound == 1.92
+    assert (
+        "LP bound allows x1.92 over D-mod-K for this placement, one path per rank pair x1.47"
+        in best.reason
+    )
+    assert "paper's x2.27 is out of reach by routing here" in best.reason
+
+
+def test_the_placement_search_maximizes_what_one_path_per_pair_allows() -> None:
+    """At 16 hosts the LP bound chose a placement where it allowed x1.92 but one path per
+    rank pair x1.47 (the 2026-11-26 runs); the single-path search finds more."""
+    from sdnmpi import catalog
+    from sdnmpi.core.routing.model import Fabric
+
+    topo = catalog.load_topology(exp_allreduce.TOPOLOGY)
+    pat = catalog.load_pattern("allreduce:nprocs=16,bytes=1048576,library=openmpi")
+    lp_chosen = (
+        "node22",
+        "node05",
+        "node21",
+        "node02",
+        "node08",
+        "node13",
+        "node03",
+        "node09",
+        "node06",
+        "node01",
+        "node14",
+        "node20",
+        "node19",
+        "node10",
+        "node26",
+        "node25",
+    )
+    old = exp_allreduce.gains(Fabric(topo), pat, lp_chosen)  # fmt: skip
+    assert old.bound_gain == pytest.approx(1.92, abs=0.01)
+    assert old.single_path_gain == pytest.approx(1.47, abs=0.01)
+    new = exp_allreduce.placement(topo, 16, MIB)
+    assert new.single_path_gain > old.single_path_gain + 0.3
+    assert new.bound_gain >= new.single_path_gain - 1e-9
+
+
 def test_unisonflow_rows() -> None:
     phases = {
         "bcast": {"on_intended": 0.99, "on_spine1": 0.99, "spine_bytes": {"spine1": 99}},
