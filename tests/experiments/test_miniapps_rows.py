@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -95,6 +97,27 @@ def test_cpu_bound_and_failed_runs_are_not_routing_results() -> None:
     assert "CPU-bound: machine busy 99 %" in row_busy.reason
     assert row_failed.status == "failed" and row_failed.measured is None
     assert row_failed.reason == "srun failed (1): boom"
+
+
+def test_rows_name_the_single_path_bound_and_ours_in_the_model() -> None:
+    res = {**_result("SpMV", [30.0], [25.0]), "single_path_gain": 1.192, "ours_gain": 1.186}
+    (row,) = mini.rows(_summary(res))
+    assert "LP bound allows x1.50 over D-mod-K for this placement, one path per rank pair " \
+        "x1.19 (ours x1.19, nominal rates)" in row.reason  # fmt: skip
+
+
+def test_rows_from_saved_add_the_single_path_bound(tmp_path: Path) -> None:
+    """A summary saved before the single-path bound was recorded gets it from its pattern
+    and hosts: ours reaches it for CG on 16 milk hosts, 2 ranks each."""
+    hosts = [f"milk{i:02d}" for i in range(1, 17) for _ in range(2)]
+    res = {**_result("CG", [30.0], [25.0]), "spec": "cg:nprocs=32,klass=A,niter=1",
+           "hosts": hosts, "nprocs": 32}  # fmt: skip
+    (tmp_path / "miniapps.json").write_text(json.dumps(_summary(res)))
+    (row,) = mini.rows_from_saved(tmp_path)
+    got = re.search(r"one path per rank pair x([\d.]+) \(ours x([\d.]+)", row.reason)
+    assert got is not None, row.reason
+    single, ours = float(got[1]), float(got[2])
+    assert 1.0 < ours <= single + 0.005
 
 
 def test_tcp_timeouts_are_named_per_run() -> None:
