@@ -39,6 +39,7 @@ from sdnmpi.core.routing.model import Demands, Fabric
 from sdnmpi.node.duplex import duplex_env
 from sdnmpi.report.reproduce_api import Context, Row
 from sdnmpi.sim.calibration import Calibration
+from sdnmpi.sim.protocol import parse_protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENT = "issue 11 full-duplex exchanges"
@@ -188,6 +189,10 @@ def _note(c: dict[str, Any]) -> str:
     if c["setting"] == "duplex":
         ok = c["ratio"] >= TARGET
         return f"{'meets' if ok else 'below'} the target of {TARGET}"
+    proto = parse_protocol(c["protocol"])
+    if proto.exchange == "partial":
+        return (f"default settings: rendezvous exchanges overlap in part, modeled at "
+                f"x{proto.duplex:.2f} of one direction's rate (sdnmpi.sim.protocol)")  # fmt: skip
     return "default settings: rendezvous above the eager limit runs one direction at a time"
 
 
@@ -196,8 +201,27 @@ def reproduce(ctx: Context) -> list[Row]:
     flavours = ("openmpi",) if ctx.quick else ("openmpi", "mpich")
     sizes = (1 << 20,) if ctx.quick else (256 * 1024, 1 << 20, 2 << 20)
     cases = run(flavours, sizes, 2 if ctx.quick else 3, ctx.link_scale, ctx.calibration)
-    (ctx.out / "duplex.json").write_text(json.dumps(cases) + "\n")
+    summary = {"cases": cases, "link_scale": ctx.link_scale,
+               "calibration": ctx.calibration.to_dict()}  # fmt: skip
+    (ctx.out / "duplex.json").write_text(json.dumps(summary) + "\n")
     return rows(cases, ctx.link_scale)
+
+
+def rows_from_saved(out: Path) -> list[Row]:
+    """The rows of the run :func:`reproduce` saved in ``out`` (``reproduce.py
+    --rederive``), each case's protocol and prediction taken again from this checkout's
+    model and the run's calibration.  A summary saved as a bare list of cases (before
+    2026-11-27) has its calibration beside the report (``OUT/calibration.json``)."""
+    saved = json.loads((out / "duplex.json").read_text())
+    if isinstance(saved, list):
+        cal = Calibration.load(out.parent / "calibration.json")
+        saved = {"cases": saved, "link_scale": cal.link_scale}
+    else:
+        cal = Calibration.from_dict(saved["calibration"], str(out / "duplex.json"))
+    for c in saved["cases"]:
+        c["protocol"] = cal.protocol(PRESETS[c["mpi"], c["setting"]]).spec
+        c["predicted"] = predicted_ratio(c["size"], c["protocol"], cal)
+    return rows(saved["cases"], float(saved["link_scale"]))
 
 
 def main() -> int:

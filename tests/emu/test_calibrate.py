@@ -15,7 +15,9 @@ THRESHOLD = {"openmpi": 65500, "mpich": 20480}
 
 
 class FakeBench(cb.Bench):
-    """Answers like a 10 Mbit/s link: bw 9.56 Mbit/s; bibw twice that up to a threshold."""
+    """Answers like a 10 Mbit/s link: bw 9.56 Mbit/s; bibw 1.9 times that up to a
+    threshold or with the duplex settings, above it 1.0 times (Open MPI) or 1.4 times
+    (MPICH, whose rendezvous exchanges overlap in part)."""
 
     def result(
         self, flavour: str, hosts: tuple[str, str], args: list[str], env: dict[str, str]
@@ -25,7 +27,8 @@ class FakeBench(cb.Bench):
         if kind == "latency":
             return {"latency_us": 500.0 if hosts == ("h1", "h2") else 560.0}
         both = kind == "bibw" and (size <= THRESHOLD[flavour] or bool(env))
-        return {"bandwidth_MBps": 9.56 / 8 * (1.9 if both else 1.0)}
+        partial = kind == "bibw" and flavour == "mpich"
+        return {"bandwidth_MBps": 9.56 / 8 * (1.9 if both else 1.4 if partial else 1.0)}
 
     def document(
         self, flavour: str, hosts: tuple[str, ...], program: list[str], env: dict[str, str]
@@ -51,6 +54,10 @@ def test_full_calibration_bisects_each_flavour() -> None:
     assert cal.measurements["duplex_ratio"] == pytest.approx(1.9)
     assert cal.exchange_efficiency == pytest.approx({1: 1.0, 2: 1 / 1.1, 4: 1 / 1.3})
     assert cal.protocol("openmpi").eager_limit_bytes == 65488
+    # MPICH's partial exchange: its own bw and bibw at 1 MiB; Open MPI's is serialized
+    assert cal.exchange_duplex == pytest.approx({"mpich": 1.4})
+    assert cal.protocol("mpich").duplex == pytest.approx(1.4)
+    assert cal.protocol("openmpi").duplex is None
 
 
 def test_quick_checks_the_preset_from_both_sides() -> None:

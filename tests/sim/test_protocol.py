@@ -45,21 +45,26 @@ def test_presets_have_the_documented_limits_and_ideal_is_concurrent():
         "ideal": (None, "concurrent"),
         "openmpi": (65536, "serialized"),
         "openmpi-duplex": (4194304, "serialized"),
-        "mpich": (20480, "serialized"),
+        "mpich": (20480, "partial"),
         "mpich-duplex": (None, "serialized"),
     }
     assert IDEAL is PROTOCOLS["ideal"] and not IDEAL.serializes
     assert OPENMPI.serializes and not PROTOCOLS["mpich-duplex"].serializes
+    assert PROTOCOLS["mpich"].duplex == 1.39 and PROTOCOLS["mpich"].slows_exchanges
+    assert not PROTOCOLS["mpich"].serializes and not OPENMPI.slows_exchanges
 
 
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
         ("openmpi", Protocol("openmpi", 65536, "serialized")),
-        (" mpich ", Protocol("mpich", 20480, "serialized")),
+        (" mpich ", Protocol("mpich", 20480, "partial", 1.39)),
+        ("mpich:exchange=serialized", Protocol("mpich", 20480, "serialized")),
+        ("mpich:duplex=1.5", Protocol("mpich", 20480, "partial", 1.5)),
+        ("custom:eager=0,exchange=partial,duplex=2", Protocol("custom", 0, "partial", 2.0)),
         ("openmpi:eager=1048576", Protocol("openmpi", 1048576, "serialized")),
         ("openmpi:exchange=concurrent", Protocol("openmpi", 65536, "concurrent")),
-        ("mpich:eager=inf", Protocol("mpich", None, "serialized")),
+        ("mpich:eager=inf", Protocol("mpich", None, "partial", 1.39)),
         ("custom:eager=65536,exchange=serialized", Protocol("custom", 65536, "serialized")),
         ("custom: exchange = serialized , eager = 0", Protocol("custom", 0, "serialized")),
         ("custom", Protocol("custom", None, "concurrent")),
@@ -71,7 +76,12 @@ def test_parse_protocol(spec, expected):
 
 @pytest.mark.parametrize(
     "protocol",
-    [*PROTOCOLS.values(), Protocol("openmpi", 1, "serialized"), Protocol("custom", 7)],
+    [
+        *PROTOCOLS.values(),
+        Protocol("openmpi", 1, "serialized"),
+        Protocol("custom", 7),
+        Protocol("mpich", 20480, "partial", 1.234),
+    ],
 )
 def test_spec_reads_back(protocol):
     assert parse_protocol(protocol.spec) == protocol
@@ -103,6 +113,12 @@ def test_spec_of_a_changed_preset_names_every_key():
         ("openmpi:eager=1.5", "eager='1.5'"),
         ("openmpi:exchange=sometimes", "exchange 'sometimes'"),
         ("openmpi:eager=1,eager=2", "key 'eager' given twice"),
+        ("custom:exchange=partial", "exchange=partial needs duplex"),
+        ("openmpi:duplex=1.5", "duplex=1.5 applies to exchange=partial only"),
+        ("mpich:duplex=2.5", "duplex 2.5 is not in [1, 2]"),
+        ("mpich:duplex=0.9", "duplex 0.9 is not in [1, 2]"),
+        ("mpich:duplex=inf", "duplex='inf' is not a number"),
+        ("mpich:duplex=fast", "duplex='fast' is not a number"),
     ],
 )
 def test_bad_specs_are_config_errors_naming_the_value(spec, message):
@@ -120,6 +136,9 @@ def test_bad_specs_are_config_errors_naming_the_value(spec, message):
         (("x", 1.5), "eager limit 1.5 is not an integer"),
         (("x", True), "eager limit True is not an integer"),
         (("x", 1, "maybe"), "exchange 'maybe'"),
+        (("x", 1, "partial"), "needs duplex"),
+        (("x", 1, "partial", "1.5"), "duplex '1.5' is not a number"),
+        (("x", 1, "serialized", 1.5), "applies to exchange=partial only"),
     ],
 )
 def test_bad_protocol_values_are_config_errors(args, message):
@@ -221,6 +240,43 @@ def test_exchange_with_one_direction_eager_is_concurrent():
 def test_concurrent_exchange_protocol_never_orders():
     r = exchange(S, protocol=parse_protocol("openmpi:exchange=concurrent"))
     assert r.total_s == pytest.approx(S / C) and r.notes == ()
+
+
+MPICH = PROTOCOLS["mpich"]  # eager limit 20480 bytes, partial exchange at x1.39
+
+
+@pytest.mark.parametrize("mode", ["phases", "ranks"])
+def test_partial_exchange_moves_its_duplex_ratio(mode):
+    # Both directions at once, each sending 2 / 1.39 times its S bytes on its own
+    # arc: 2 S / (1.39 c) each, so bibw over bw is 1.39, the measured MPICH figure.
+    r = exchange(S, mode=mode, protocol=MPICH)
+    assert r.total_s == pytest.approx(2 * S / (1.39 * C))
+    assert r.flow_release_s.tolist() == [0.0, 0.0]
+    assert r.flow_finish_s.tolist() == pytest.approx([2 * S / (1.39 * C)] * 2)
+    assert "move x1.39 of one direction's rate" in r.notes[-1]
+    # at the eager limit, and for duplex 2, the plain concurrent exchange
+    assert exchange(20480, mode=mode, protocol=MPICH).total_s == pytest.approx(20480 / C)
+    full = parse_protocol("mpich:duplex=2")
+    assert exchange(S, mode=mode, protocol=full).total_s == pytest.approx(S / C)
+
+
+def test_partial_exchange_shares_a_link_by_max_min():
+    # 0->1 and 1->0 exchange S (partial, x1.6: each sends 1.25 S); 2->3 sends S/2 on
+    # B->A beside 1->0.  B->A at c/2 each until 2->3 ends at S/c; 1->0 has 0.75 S
+    # left, alone: ends at 1.75 S/c.  0->1 alone on A->B: 1.25 S/c.
+    paths, sizes, ranks = [[0], [1], [1]], [S, S, S / 2], ([0, 1, 2], [1, 0, 3])
+    r = simulate_workload(*duplex(paths, sizes, ranks), protocol=parse_protocol("mpich:duplex=1.6"))
+    assert r.flow_finish_s.tolist() == pytest.approx([1.25 * S / C, 1.75 * S / C, S / C])
+
+
+def test_partial_exchange_needs_both_directions_and_one_phase():
+    # one direction eager, or the two directions in different phases: not slowed
+    platform, workload = duplex([[0], [1]], [S, 1000], ([0, 1], [1, 0]))
+    r = simulate_workload(platform, workload, protocol=MPICH)
+    assert r.flow_finish_s.tolist() == pytest.approx([S / C, 1.0]) and len(r.notes) == 0
+    platform, workload = duplex([[0], [1]], [S, S], ([0, 1], [1, 0]), phase=[0, 1])
+    r = simulate_workload(platform, workload, protocol=MPICH)
+    assert r.total_s == pytest.approx(2 * S / C)
 
 
 def test_lower_rank_goes_first_whatever_the_input_order():

@@ -44,7 +44,8 @@ def evaluate(
         "ideal",
         "--protocol",
         help="MPI point-to-point protocol the simulation models: "
-        f"{', '.join(PROTOCOLS)}, or NAME:eager=BYTES,exchange=serialized|concurrent.",
+        f"{', '.join(PROTOCOLS)}, or "
+        "NAME:eager=BYTES,exchange=serialized|concurrent|partial[,duplex=RATIO].",
     ),
     side: str = typer.Option("tx", "--side", help="pfprof traces: tx or rx matrices."),
     as_json: bool = typer.Option(False, "--json", help="Print the stable JSON document."),

@@ -12,7 +12,10 @@ real MPI ranks, and derives a :class:`~sdnmpi.sim.calibration.Calibration`:
 * **eager limits**: for each MPI flavour asked for, the largest message that
   still flows both ways at once (``bibw`` at least 1.5 times ``bw``'s rate),
   by bisection between a size that does and one that does not; ``--quick``
-  only checks the preset's limit from both sides.
+  only checks the preset's limit from both sides;
+* **duplex ratios**: for each flavour whose preset exchange is ``partial``
+  (MPICH over UCX), ``bibw`` over ``bw`` of 1 MiB messages with default settings
+  (:data:`~sdnmpi.sim.protocol.MPICH_UCX_DUPLEX_RATIO` documents the figure).
 
 Everything it starts is stopped, also on error (``emu down``); the fabric is
 named ``calib-<pid>``.
@@ -142,6 +145,20 @@ EXCHANGE_PAIRS = (1, 2, 4)
 EXCHANGE_BYTES = 512 * 1024
 
 
+#: Message size of the duplex ratio probe: well above every library's default limit.
+DUPLEX_PROBE_BYTES = 1 << 20
+
+
+def duplex_ratio(bench: Bench, flavour: str, progress: Progress) -> float:
+    """``bibw`` over ``bw`` of rendezvous messages under the flavour's defaults, in
+    [1, 2]: how much of a second direction a rank pair's exchange gets."""
+    one_way = rate_bps(bench, flavour, "bw", DUPLEX_PROBE_BYTES, {})
+    both = rate_bps(bench, flavour, "bibw", DUPLEX_PROBE_BYTES, {})
+    ratio = min(2.0, max(1.0, both / one_way))
+    progress(f"{flavour}: 1 MiB exchanges move x{ratio:.2f} of one direction's rate")
+    return ratio
+
+
 def exchange_efficiency(
     bench: Bench, flavour: str, replay: Path, model_s: float, workdir: Path, progress: Progress
 ) -> tuple[dict[int, float], dict[str, Any]]:
@@ -197,6 +214,7 @@ def measure(
         )
     limits: dict[str, int | None] = {}
     found: dict[str, Any] = {}
+    ratios: dict[str, float] = {}
     for flavour in flavours:
         try:
             limits[PRESET[flavour]], found[flavour] = eager_limit(
@@ -205,12 +223,15 @@ def measure(
         except CalibrationError as exc:
             progress(str(exc))
             found[flavour] = {"error": str(exc)}
+        if PROTOCOLS[PRESET[flavour]].exchange == "partial":
+            ratios[PRESET[flavour]] = duplex_ratio(bench, flavour, progress)
     return Calibration(
         link_scale=link_scale,
         goodput=goodput,
         arc_latency_s=arc,
         base_latency_s=base,
         eager_limits=limits,
+        exchange_duplex=ratios,
         exchange_efficiency=efficiency,
         source=f"sdnmpi calibrate {time.strftime('%Y-%m-%dT%H:%M:%S')} "
         f"({'quick' if quick else 'full'}, {', '.join(flavours)})",

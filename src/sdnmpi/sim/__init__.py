@@ -68,7 +68,7 @@ from sdnmpi.sim.maxmin import RTOL, incidence_matrix, maxmin_rates
 from sdnmpi.sim.platform import Platform
 from sdnmpi.sim.protocol import IDEAL, PROTOCOLS, Protocol, parse_protocol
 from sdnmpi.sim.report import PhaseResult, SimResult, Timeline, phases_result, ranks_result
-from sdnmpi.sim.workload import Workload, serialized_exchanges
+from sdnmpi.sim.workload import Workload, serialized_exchanges, with_partial_exchanges
 
 Mode = Literal["phases", "ranks"]
 MODES: tuple[str, ...] = ("phases", "ranks")
@@ -171,6 +171,14 @@ def simulate_workload(
         raise ConfigError(f"rtol must be in (0, 1e-3), got {rtol!r}")
     proto = IDEAL if protocol is None else protocol
     notes = _protocol_notes(workload, proto)
+    workload, slowed = with_partial_exchanges(workload, proto)
+    if slowed:
+        notes = (
+            *notes,
+            f"protocol {proto.spec}: {slowed} rank-pair exchange(s) (counted once per phase) "
+            f"with messages above {proto.eager_limit_bytes} bytes both ways move x{proto.duplex} "
+            "of one direction's rate together",
+        )
     if mode == "ranks" and workload.has_ranks:
         steps, trace = run_ranks(
             platform,
@@ -200,11 +208,13 @@ def simulate_workload(
 
 def _protocol_notes(workload: Workload, protocol: Protocol) -> tuple[str, ...]:
     """What the protocol changed, for the result's notes (nothing under ``ideal``)."""
-    if not protocol.serializes:
+    if not (protocol.serializes or protocol.slows_exchanges):
         return ()
     ranked = (workload.src_rank >= 0) & (workload.dst_rank >= 0)
     if len(workload) and not ranked.any():
         return (f"host-level demands have no rank pairs: protocol {protocol.spec} not applied",)
+    if not protocol.serializes:
+        return ()
     n = serialized_exchanges(workload, protocol)
     return (
         f"protocol {protocol.spec}: {n} rank-pair exchange(s) (counted once per phase) "

@@ -24,6 +24,9 @@ Fields:
 * ``eager_limits``: per protocol preset of :mod:`sdnmpi.sim.protocol`, the
   largest message that still flowed both ways at once (``sdnmpi-bench bibw``
   bisection), replacing the preset's documented limit.
+* ``exchange_duplex``: per protocol preset whose exchange is ``partial``
+  (``mpich``), ``bibw`` over ``bw`` of messages above its eager limit with
+  default settings, replacing the preset's ``duplex``.
 * ``exchange_efficiency``: ``{k: e}``, the fraction of its max-min share that
   a flow gets while its rank pair sends both ways at once over one TCP
   connection, with ``k`` such pairs exchanging at the same time (measured with
@@ -61,6 +64,7 @@ _KEYS = {
     "arc_latency_s",
     "base_latency_s",
     "eager_limits",
+    "exchange_duplex",
     "exchange_efficiency",
     "source",
     "measurements",
@@ -81,6 +85,7 @@ class Calibration:
     arc_latency_s: float | None = None
     base_latency_s: float = 0.0
     eager_limits: dict[str, int | None] = field(default_factory=dict)
+    exchange_duplex: dict[str, float] = field(default_factory=dict)
     exchange_efficiency: dict[int, float] = field(default_factory=dict)
     source: str = "nominal"
     measurements: dict[str, Any] = field(default_factory=dict)
@@ -102,6 +107,17 @@ class Calibration:
                 isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
             ):
                 raise ConfigError(f"calibration: eager limit of {name} must be an integer >= 0")
+        for name, ratio in self.exchange_duplex.items():
+            if PROTOCOLS.get(name, IDEAL).exchange != "partial":
+                partial = ", ".join(n for n, p in PROTOCOLS.items() if p.exchange == "partial")
+                raise ConfigError(
+                    f"calibration: duplex ratio for {name!r}, which is not a preset with a "
+                    f"partial exchange ({partial})"
+                )
+            if isinstance(ratio, bool) or not isinstance(ratio, int | float):
+                raise ConfigError(f"calibration: duplex ratio of {name} must be a number")
+            if not 1.0 <= ratio <= 2.0:
+                raise ConfigError(f"calibration: duplex ratio of {name} must be in [1, 2]")
         for k, e in self.exchange_efficiency.items():
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise ConfigError(f"calibration: exchange efficiency for {k!r} pairs (want k >= 1)")
@@ -118,10 +134,19 @@ class Calibration:
         return cls(link_scale=link_scale)
 
     def protocol(self, spec: Protocol | str) -> Protocol:
-        """A protocol preset with this fabric's measured eager limit, if any."""
+        """A protocol preset with this fabric's measured eager limit and duplex ratio, if
+        any (a preset changed by its spec is kept as given).
+
+        >>> Calibration(exchange_duplex={"mpich": 1.5}).protocol("mpich").duplex
+        1.5
+        """
         proto = resolve_protocol(spec)
-        if proto.name in self.eager_limits and PROTOCOLS.get(proto.name) == proto:
-            return dataclasses.replace(proto, eager_limit_bytes=self.eager_limits[proto.name])
+        if PROTOCOLS.get(proto.name) != proto:
+            return proto
+        if proto.name in self.eager_limits:
+            proto = dataclasses.replace(proto, eager_limit_bytes=self.eager_limits[proto.name])
+        if proto.name in self.exchange_duplex:
+            proto = dataclasses.replace(proto, duplex=float(self.exchange_duplex[proto.name]))
         return proto
 
     def efficiency(self, pairs: int) -> float:
@@ -179,6 +204,7 @@ class Calibration:
             "arc_latency_s": self.arc_latency_s,
             "base_latency_s": self.base_latency_s,
             "eager_limits": dict(self.eager_limits),
+            "exchange_duplex": dict(self.exchange_duplex),
             "exchange_efficiency": {str(k): e for k, e in sorted(self.exchange_efficiency.items())},
             "source": self.source,
             "measurements": self.measurements,
@@ -201,6 +227,7 @@ class Calibration:
                 arc_latency_s=_optional_number(doc, "arc_latency_s", where),
                 base_latency_s=_number(doc, "base_latency_s", 0.0, where),
                 eager_limits=_limits(doc.get("eager_limits", {}), where),
+                exchange_duplex=_ratios(doc.get("exchange_duplex", {}), where),
                 exchange_efficiency=_efficiencies(doc.get("exchange_efficiency", {}), where),
                 source=str(doc.get("source", where)),
                 measurements=dict(doc.get("measurements") or {}),
@@ -266,6 +293,17 @@ def _efficiencies(value: Any, where: str) -> dict[int, float]:
         if isinstance(e, bool) or not isinstance(e, int | float):
             raise FormatError(f"{where}: exchange_efficiency.{key} must be a number")
         out[int(key)] = float(e)
+    return out
+
+
+def _ratios(value: Any, where: str) -> dict[str, float]:
+    if not isinstance(value, dict):
+        raise FormatError(f"{where}: exchange_duplex must be an object")
+    out: dict[str, float] = {}
+    for name, ratio in value.items():
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float):
+            raise FormatError(f"{where}: exchange_duplex.{name} must be a number")
+        out[str(name)] = float(ratio)
     return out
 
 

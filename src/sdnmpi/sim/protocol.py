@@ -37,16 +37,30 @@ acknowledgement it delays is queued behind one small message at most);
 ``"concurrent"`` never serializes.  Host-level demands have no ranks, hence
 no rank pairs: the protocol does not apply to them.
 
+MPICH over UCX does not serialize its rendezvous exchanges whole: with
+default settings ``sdnmpi-bench bibw`` moves x1.36-1.42 of ``bw``'s rate at
+256 KiB-2 MiB (``exp_duplex``, 2026-11-26), where Open MPI moves x0.99-1.01.
+Its exchange is ``"partial"``: both directions flow at once, each sending
+``2 / duplex`` times its bytes, so a lone exchange moves ``duplex`` times
+one direction's rate (``duplex`` is the measured bibw/bw ratio, 1 for one
+direction after the other, 2 for full duplex; ``sdnmpi calibrate`` measures
+it on the target fabric).  This keeps the measured time of a lone exchange
+and lets the slowed flows share links with others under max-min as any flow
+does; how UCX interleaves its rendezvous fragments and acknowledgements
+inside that time is not modeled.
+
 Presets (:data:`PROTOCOLS`): ``ideal`` (everything concurrent, the plain flow
 model and the default), ``openmpi`` and ``openmpi-duplex`` (Open MPI 4.1 TCP
 BTL, default and 4 MiB eager limits), ``mpich`` and ``mpich-duplex`` (MPICH
 4.0 over UCX on TCP, default and unbounded rendezvous thresholds).  A spec
 (:func:`parse_protocol`) names a preset and may override its keys:
-``openmpi:eager=1048576``, ``custom:eager=65536,exchange=serialized``.
+``openmpi:eager=1048576``, ``custom:eager=65536,exchange=serialized``,
+``mpich:duplex=1.5``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -55,8 +69,8 @@ import numpy.typing as npt
 
 from sdnmpi.errors import ConfigError
 
-Exchange = Literal["serialized", "concurrent"]
-EXCHANGES: tuple[str, ...] = ("serialized", "concurrent")
+Exchange = Literal["serialized", "concurrent", "partial"]
+EXCHANGES: tuple[str, ...] = ("serialized", "concurrent", "partial")
 
 #: Open MPI 4.1's ``btl_tcp_eager_limit`` default.
 OPENMPI_TCP_EAGER_LIMIT_BYTES = 65536
@@ -67,6 +81,10 @@ DUPLEX_EAGER_LIMIT_BYTES = 4 * 1024 * 1024
 #: serialized).  UCX derives its ``auto`` threshold from the transport's estimated
 #: bandwidth and latency, so it differs between fabrics: ``sdnmpi calibrate`` measures it.
 MPICH_UCX_RNDV_THRESH_BYTES = 20480
+#: MPICH 4.0 / UCX on TCP, default settings: ``bibw`` over ``bw`` above the threshold,
+#: the mean of x1.42 (256 KiB, window 4), x1.36 (1 MiB) and x1.40 (2 MiB) measured by
+#: ``exp_duplex`` on the emulated fabric (10 Mbit/s links) on 2026-11-26.
+MPICH_UCX_DUPLEX_RATIO = 1.39
 
 _UNBOUNDED = ("inf", "none", "unbounded")
 
@@ -78,7 +96,9 @@ class Protocol:
     Messages of at most ``eager_limit_bytes`` go eagerly, larger ones by
     rendezvous; ``None`` means everything is eager.  ``exchange`` says how a
     rank pair's two rendezvous directions share its connection in one phase
-    or step: ``"serialized"`` (one after the other) or ``"concurrent"``.
+    or step: ``"serialized"`` (one after the other), ``"concurrent"``, or
+    ``"partial"`` (both at once, together ``duplex`` times one direction's
+    rate: ``duplex`` in [1, 2], given for ``"partial"`` only).
 
     >>> p = Protocol("openmpi", 65536, "serialized")
     >>> p.rendezvous(np.array([65536.0, 65537.0])).tolist()
@@ -90,6 +110,7 @@ class Protocol:
     name: str
     eager_limit_bytes: int | None = None
     exchange: Exchange = "concurrent"
+    duplex: float | None = None
 
     def __post_init__(self) -> None:
         if not self.name or any(c in self.name for c in ":,= "):
@@ -104,11 +125,26 @@ class Protocol:
                 f"protocol {self.name!r}: exchange {self.exchange!r} "
                 f"(want one of {', '.join(EXCHANGES)})"
             )
+        _check_duplex(self.name, self.exchange, self.duplex)
 
     @property
     def serializes(self) -> bool:
         """Whether some exchange can be serialized (a finite limit and ``serialized``)."""
         return self.eager_limit_bytes is not None and self.exchange == "serialized"
+
+    @property
+    def slows_exchanges(self) -> bool:
+        """Whether some exchange runs partly duplex (a finite limit and ``partial``)."""
+        return self.eager_limit_bytes is not None and self.exchange == "partial"
+
+    @property
+    def exchange_size_factor(self) -> float:
+        """What a ``partial`` exchange's flows send per byte: ``2 / duplex`` (1 otherwise).
+
+        >>> Protocol("x", 0, "partial", 1.6).exchange_size_factor
+        1.25
+        """
+        return 2.0 / self.duplex if self.exchange == "partial" and self.duplex else 1.0
 
     def rendezvous(self, message_bytes: npt.ArrayLike) -> npt.NDArray[np.bool_]:
         """Which messages (sizes in bytes) go by rendezvous: those above the eager limit."""
@@ -128,16 +164,36 @@ class Protocol:
         if PROTOCOLS.get(self.name) == self:
             return self.name
         eager = "inf" if self.eager_limit_bytes is None else str(self.eager_limit_bytes)
-        return f"{self.name}:eager={eager},exchange={self.exchange}"
+        duplex = "" if self.duplex is None else f",duplex={self.duplex!r}"
+        return f"{self.name}:eager={eager},exchange={self.exchange}{duplex}"
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-ready."""
-        return {
+        """JSON-ready (``duplex`` only for a ``partial`` exchange)."""
+        out: dict[str, object] = {
             "name": self.name,
             "spec": self.spec,
             "eager_limit_bytes": self.eager_limit_bytes,
             "exchange": self.exchange,
         }
+        if self.duplex is not None:
+            out["duplex"] = self.duplex
+        return out
+
+
+def _check_duplex(name: str, exchange: str, duplex: float | None) -> None:
+    """``duplex`` is a number in [1, 2] for a ``partial`` exchange and absent otherwise."""
+    if exchange != "partial":
+        if duplex is not None:
+            raise ConfigError(
+                f"protocol {name!r}: duplex={duplex!r} applies to exchange=partial only"
+            )
+        return
+    if duplex is None:
+        raise ConfigError(f"protocol {name!r}: exchange=partial needs duplex (1 to 2)")
+    if isinstance(duplex, bool) or not isinstance(duplex, int | float):
+        raise ConfigError(f"protocol {name!r}: duplex {duplex!r} is not a number")
+    if not 1.0 <= duplex <= 2.0:
+        raise ConfigError(f"protocol {name!r}: duplex {duplex!r} is not in [1, 2]")
 
 
 IDEAL = Protocol("ideal", None, "concurrent")
@@ -149,25 +205,28 @@ PROTOCOLS: dict[str, Protocol] = {
         IDEAL,
         Protocol("openmpi", OPENMPI_TCP_EAGER_LIMIT_BYTES, "serialized"),
         Protocol("openmpi-duplex", DUPLEX_EAGER_LIMIT_BYTES, "serialized"),
-        Protocol("mpich", MPICH_UCX_RNDV_THRESH_BYTES, "serialized"),
+        Protocol("mpich", MPICH_UCX_RNDV_THRESH_BYTES, "partial", MPICH_UCX_DUPLEX_RATIO),
         Protocol("mpich-duplex", None, "serialized"),
     )
 }
 
 #: The base of a spec that names no preset: everything eager until keys say otherwise.
 CUSTOM = "custom"
-KEYS: tuple[str, ...] = ("eager", "exchange")
+KEYS: tuple[str, ...] = ("eager", "exchange", "duplex")
 
 
 def parse_protocol(spec: str) -> Protocol:
-    """A protocol from ``NAME`` or ``NAME:key=value,...`` (keys ``eager``, ``exchange``).
+    """A protocol from ``NAME`` or ``NAME:key=value,...`` (keys ``eager``, ``exchange``,
+    ``duplex``).
 
     ``NAME`` is a preset of :data:`PROTOCOLS` or ``custom`` (everything eager,
-    concurrent); ``eager`` is a byte count or ``inf``.  Raises
+    concurrent); ``eager`` is a byte count or ``inf``; ``duplex`` (a number in
+    [1, 2]) goes with ``exchange=partial``, and a preset's ``duplex`` is dropped
+    when ``exchange`` changes it to another kind.  Raises
     :class:`~sdnmpi.errors.ConfigError` naming an unknown name, key or bad value.
 
     >>> parse_protocol("openmpi:eager=1048576")
-    Protocol(name='openmpi', eager_limit_bytes=1048576, exchange='serialized')
+    Protocol(name='openmpi', eager_limit_bytes=1048576, exchange='serialized', duplex=None)
     >>> parse_protocol("custom:eager=65536,exchange=serialized").spec
     'custom:eager=65536,exchange=serialized'
     """
@@ -186,7 +245,18 @@ def parse_protocol(spec: str) -> Protocol:
         raise ConfigError(
             f"protocol spec {spec!r}: exchange {exchange!r} (want one of {', '.join(EXCHANGES)})"
         )
-    return replace(base, eager_limit_bytes=eager, exchange=exchange)  # type: ignore[arg-type]
+    duplex = base.duplex if exchange == "partial" else None
+    if "duplex" in values:
+        duplex = _duplex(values["duplex"], spec)
+    try:
+        return replace(
+            base,
+            eager_limit_bytes=eager,
+            exchange=exchange,  # type: ignore[arg-type]
+            duplex=duplex,
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"protocol spec {spec!r}: {exc}") from None
 
 
 def _base(name: str, spec: str) -> Protocol:
@@ -224,6 +294,17 @@ def _eager(value: str, spec: str) -> int | None:
             f"protocol spec {spec!r}: eager={value!r} is not a byte count >= 0 or 'inf'"
         )
     return int(value)
+
+
+def _duplex(value: str, spec: str) -> float:
+    """A duplex ratio: a finite decimal number (its range is checked by :class:`Protocol`)."""
+    try:
+        out = float(value)
+    except ValueError:
+        out = math.nan
+    if not math.isfinite(out) or len(value) > 32:
+        raise ConfigError(f"protocol spec {spec!r}: duplex={value!r} is not a number")
+    return out
 
 
 def resolve_protocol(protocol: Protocol | str | None) -> Protocol:

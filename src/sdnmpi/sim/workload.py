@@ -31,6 +31,7 @@ toward up to three groups and waits for up to three.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -110,6 +111,10 @@ class Workload:
         """
         if not protocol.serializes:
             return np.zeros(len(self), dtype=np.bool_)
+        return self.rendezvous(protocol)
+
+    def rendezvous(self, protocol: Protocol) -> BoolArray:
+        """Flows between ranks whose messages ``protocol`` sends by rendezvous."""
         ranked = (self.src_rank >= 0) & (self.dst_rank >= 0)
         out: BoolArray = protocol.rendezvous(self.message_bytes) & ranked
         return out
@@ -338,13 +343,47 @@ def serialized_exchanges(workload: Workload, protocol: Protocol) -> int:
     return exchange_deps(workload.src_rank, workload.dst_rank, workload.phase, mask).ngroups
 
 
+def rendezvous_exchanges(workload: Workload, protocol: Protocol) -> BoolArray:
+    """Flows that belong to a rendezvous exchange: both directions of a rank pair in one
+    phase send by rendezvous under ``protocol`` (whatever its ``exchange`` kind).
+
+    >>> a = lambda v: np.array(v, dtype=np.int64)
+    >>> w = Workload(None, np.array([1e6, 1e6, 1e6]), np.zeros(3), a([0, 0, 0]),
+    ...              a([0, 1, 2]), a([1, 0, 0]), ("p",), a([1]))
+    >>> rendezvous_exchanges(w, Protocol("x", 65536, "partial", 1.4)).tolist()
+    [True, True, False]
+    """
+    mask = workload.rendezvous(protocol)
+    if not mask.any():
+        return mask
+    deps = exchange_deps(workload.src_rank, workload.dst_rank, workload.phase, mask)
+    out: BoolArray = (deps.member[:, 0] >= 0) | (deps.wait[:, 0] >= 0)
+    return out
+
+
+def with_partial_exchanges(workload: Workload, protocol: Protocol) -> tuple[Workload, int]:
+    """The workload with each flow of a ``partial`` rendezvous exchange sending
+    ``protocol.exchange_size_factor`` times its bytes, and how many (phase, rank pair)
+    exchanges that slowed (``protocol.duplex`` over one direction's rate when alone).
+    Unchanged for any other protocol."""
+    if not protocol.slows_exchanges:
+        return workload, 0
+    mask = rendezvous_exchanges(workload, protocol)
+    if not mask.any():
+        return workload, 0
+    size = np.where(mask, workload.size_bytes * protocol.exchange_size_factor, workload.size_bytes)
+    return dataclasses.replace(workload, size_bytes=size), int(mask.sum()) // 2
+
+
 def concurrent_exchanges(workload: Workload, protocol: Protocol) -> tuple[BoolArray, IntArray]:
     """Flows that run both ways at once with their reverse: ``(mask, pairs per phase)``.
 
     A flow a->b whose phase also has b->a is part of an exchange; unless
     ``protocol`` serializes that exchange, both directions share the rank
     pair's connection at the same time.  ``pairs per phase`` counts such rank
-    pairs (one occurrence).  Host-level flows (ranks -1) are never exchanges.
+    pairs (one occurrence).  Host-level flows (ranks -1) are never exchanges; nor
+    are those of a ``partial`` rendezvous exchange, whose measured duplex ratio
+    already says what they get (:func:`with_partial_exchanges`).
 
     >>> a = lambda v: np.array(v, dtype=np.int64)
     >>> w = Workload(None, np.ones(3), np.zeros(3), a([0, 0, 0]), a([0, 1, 2]), a([1, 0, 0]),
@@ -358,10 +397,8 @@ def concurrent_exchanges(workload: Workload, protocol: Protocol) -> tuple[BoolAr
     key = (workload.phase * nranks + workload.src_rank) * nranks + workload.dst_rank
     rev = (workload.phase * nranks + workload.dst_rank) * nranks + workload.src_rank
     mask = ranked & np.isin(rev, key[ranked]) & (workload.src_rank != workload.dst_rank)
-    if protocol.serializes:
-        serialized = workload.serialized(protocol)
-        both = exchange_deps(workload.src_rank, workload.dst_rank, workload.phase, serialized)
-        mask &= ~((both.member[:, 0] >= 0) | (both.wait[:, 0] >= 0))
+    if protocol.serializes or protocol.slows_exchanges:
+        mask &= ~rendezvous_exchanges(workload, protocol)
     pairs = np.bincount(workload.phase[mask], minlength=workload.nphases) // 2
     return mask, pairs.astype(np.int64)
 
