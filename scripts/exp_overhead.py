@@ -47,6 +47,13 @@ from sdnmpi.node.client import AgentClient
 from sdnmpi.report.reproduce_api import Context, Row
 
 CONFIGS = ("none", "tag", "profile")
+#: Timed (and as many warm-up) windows of 16 messages per ``bw`` size.  At 4 MiB one
+#: window is 64 MiB, 11 s at the fabric's 50 Mbit/s: 3 + 3 windows take a minute, 10 + 10
+#: took more than the 300 s a run was given (the full form of 2026-11-26 failed so).
+BW_ITERS = 3
+#: A run may take this many times its bytes at the line rate, plus :data:`SLACK_S`.
+TIMEOUT_FACTOR = 3.0
+SLACK_S = 120.0
 log = harness.log
 
 
@@ -69,12 +76,50 @@ def figures(doc: dict[str, Any], kind: str) -> dict[int, float]:
     return {int(r["size_bytes"]): float(r[key]) for r in doc["results"]}
 
 
+def size_bytes(text: str) -> int:
+    """``sdnmpi-bench``'s size syntax: bytes with an optional K, M or G (powers of 1024).
+
+    >>> size_bytes("1"), size_bytes("64K"), size_bytes("4M")
+    (1, 65536, 4194304)
+    """
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+    return int(text[:-1] if scale > 1 else text) * scale
+
+
+def run_bytes(kind: str, sizes: tuple[str, str], iters: int, bw_iters: int) -> int:
+    """Bytes one run puts on the wire: every power of two from ``sizes[0]`` to
+    ``sizes[1]``, warm-up included (``latency``: both ways; ``bw``: windows of 16)."""
+    lo, hi = size_bytes(sizes[0]), size_bytes(sizes[1])
+    total = sum(1 << k for k in range(lo.bit_length() - 1, hi.bit_length()))
+    per_size = 2 * 2 * iters if kind == "latency" else 2 * 16 * bw_iters
+    return total * per_size
+
+
+def run_timeout_s(
+    kind: str, sizes: tuple[str, str], iters: int, bw_iters: int, link_scale: float
+) -> float:
+    """How long a run may take: :data:`TIMEOUT_FACTOR` times its bytes at the shaped line
+    rate, plus :data:`SLACK_S` (start-up, agents, the switches' jitter).
+
+    >>> round(run_timeout_s("bw", ("4M", "4M"), 200, 3, 0.05))
+    313
+    """
+    bits = 8 * run_bytes(kind, sizes, iters, bw_iters)
+    return SLACK_S + TIMEOUT_FACTOR * bits / (link_scale * 1e9)
+
+
 def bench(
-    name: str, kind: str, sizes: tuple[str, str], env: list[str], bw_iters: int = 10
+    name: str,
+    kind: str,
+    sizes: tuple[str, str],
+    env: list[str],
+    bw_iters: int = BW_ITERS,
+    link_scale: float = 0.05,
 ) -> dict[int, float]:
     """One run on the emulated fabric (h1 -> h3)."""
     argv = program(kind, sizes, 200, bw_iters, bw_iters)
-    doc, _ = harness.mpirun_json(name, ("h1", "h3"), argv, env, 300)
+    timeout = run_timeout_s(kind, sizes, 200, bw_iters, link_scale)
+    doc, _ = harness.mpirun_json(name, ("h1", "h3"), argv, env, timeout)
     return figures(doc, kind)
 
 
@@ -124,7 +169,7 @@ def fabric_summary(
     lat_sizes: tuple[str, str],
     bw_sizes: tuple[str, str],
     link_scale: float,
-    bw_iters: int = 10,
+    bw_iters: int = BW_ITERS,
 ) -> dict[str, Any]:
     """The three configurations on the emulated fabric, interleaved ``repeat`` times
     (``bw_iters`` timed windows of 16 messages after as many warm-up windows)."""
@@ -152,8 +197,8 @@ def fabric_summary(
         }
         for rep in range(repeat):
             for cfg in CONFIGS:
-                lat[cfg].append(bench(name, "latency", lat_sizes, envs[cfg]))
-                bw[cfg].append(bench(name, "bw", bw_sizes, envs[cfg], bw_iters))
+                lat[cfg].append(bench(name, "latency", lat_sizes, envs[cfg], 1, link_scale))
+                bw[cfg].append(bench(name, "bw", bw_sizes, envs[cfg], bw_iters, link_scale))
             log(f"repetition {rep + 1}/{repeat} done")
     return {
         "fabric": "leaf_spine(2, 2, 2), h1 -> h3 across a spine",
@@ -209,14 +254,16 @@ def rows(summary: dict[str, Any], direct: dict[str, Any] | None = None) -> list[
 
 
 def reproduce(ctx: Context) -> list[Row]:
-    """``make reproduce``: the emulated-fabric form (quick: 2 repetitions of only the
-    sizes the rows report, 1 B latency and 1 MiB bandwidth, 3 timed windows after 3
-    warm-up ones: 2-4 smaller sizes more took 13 minutes of CI's time, 10 windows 7;
-    3 warm-up windows of 16 MiB are 8 s at 50 Mbit/s, far beyond the agent's 0.2 s)."""
+    """``make reproduce``: the emulated-fabric form, then the direct link.  Quick: 2
+    repetitions of only the sizes the rows report (1 B latency, 1 MiB bandwidth: 2-4
+    smaller sizes more took 13 minutes of CI's time); full: 3 repetitions of 1 B-64 KiB
+    and 1 KiB-4 MiB (about 25 minutes).  Each ``bw`` size runs :data:`BW_ITERS` timed
+    windows after as many warm-up ones: 3 windows of 16 MiB at 1 MiB are 8 s at
+    50 Mbit/s, far beyond the agent's 0.2 s to attribute a new connection."""
     harness.build("mpibench", "pmpi", "bpf")
     lat_sizes, bw_sizes = (("1", "1"), ("1M", "1M")) if ctx.quick else (("1", "64K"), ("1K", "4M"))
-    repeat = 2 if ctx.quick else 5
-    summary = fabric_summary(repeat, lat_sizes, bw_sizes, 0.05, 3 if ctx.quick else 10)
+    repeat = 2 if ctx.quick else 3
+    summary = fabric_summary(repeat, lat_sizes, bw_sizes, 0.05, BW_ITERS)
     direct = direct_summary(repeat, lat_sizes, bw_sizes, 500 if ctx.quick else 2000)
     return rows(summary, direct)
 

@@ -44,3 +44,14 @@ def test_latency_rows_come_from_the_direct_link_when_it_ran() -> None:
     _, lat_only_fabric, _, _ = exp_overhead.rows(fabric)
     assert lat_only_fabric.measured == pytest.approx(10.0)
     assert "see --direct" in lat_only_fabric.reason
+
+
+def test_a_runs_timeout_grows_with_the_bytes_it_sends() -> None:
+    # 1 KiB-4 MiB: 13 sizes, 16-message windows, 3 timed and 3 warm-up each
+    assert exp_overhead.run_bytes("bw", ("1K", "4M"), 200, 3) == ((8 << 20) - 1024) * 96
+    assert exp_overhead.run_bytes("latency", ("1", "1"), 200, 3) == 800
+    full = exp_overhead.run_timeout_s("bw", ("1K", "4M"), 200, exp_overhead.BW_ITERS, 0.05)
+    at_line_rate = 8 * exp_overhead.run_bytes("bw", ("1K", "4M"), 200, 3) / 50e6
+    # the full form's bandwidth run: 10 + 10 windows once took more than the 300 s it had
+    assert full > 300 and full >= 2 * at_line_rate
+    assert exp_overhead.run_timeout_s("bw", ("1K", "4M"), 200, 10, 0.05) > full
