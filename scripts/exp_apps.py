@@ -12,8 +12,9 @@ MPI ranks one per host.  For each application:
 1. **profile**: one run with ``libsdnmpi.so`` in profile mode (block placement,
    D-mod-K default routes); ``sdnmpi pattern record NAME --trace DIR -o FILE``.
 2. **placement**: the seeded search of ``apps_report.search_placement`` for the
-   rank order where the LP bound allows the most over D-mod-K on the recorded
-   pattern (block placement gives D-mod-K little or no contention); Slurm places
+   rank order where one path per rank pair (what ours can reach; the LP bound splits
+   flows) allows the most over D-mod-K on the recorded pattern (block placement gives
+   D-mod-K little or no contention); Slurm places
    rank r on the r-th host of ``-w`` (``--distribution=arbitrary``).  The bound's
    gain is in every row, so a reader sees whether routing could gain at all.
 3. ``sdnmpi pattern put NAME FILE --manager``; then, with the controller's
@@ -436,8 +437,8 @@ def profile_and_place(fabric: str, app: App, work: Path, out: Path, st: Stack) -
     pattern = catalog.load_pattern(str(pfile))
     hosts, gain = apps_report.search_placement(TOPOLOGY, pattern)
     log(
-        f"{app.key}: pattern {name} recorded; ranks on {','.join(hosts)}: the LP bound "
-        f"allows x{gain:.2f} over D-mod-K"
+        f"{app.key}: pattern {name} recorded; ranks on {','.join(hosts)} (the most one "
+        f"path per rank pair gains over D-mod-K): the LP bound allows x{gain:.2f}"
     )
     parts = {u: unit_pattern(app, trace, wd, u) for u in prof.units}
     return Profile(prof, pattern, parts, hosts, gain)
