@@ -430,6 +430,12 @@ def reproduce(ctx: Context) -> list[Row]:
     return netsa_rows.rows(summary)
 
 
+def rows_from_saved(out: Path) -> list[Row]:
+    """The rows of the run whose summary :func:`experiment` saved in ``out``
+    (``reproduce.py --rederive``), with this checkout's row logic."""
+    return netsa_rows.rows(json.loads((out / "netsa.json").read_text()))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="Hops 1 and 6, one collective.")

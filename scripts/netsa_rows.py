@@ -10,6 +10,7 @@ quick form leaves out part of the cases).
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Mapping
 from typing import Any
@@ -181,10 +182,16 @@ def coll_rows(summary: Mapping[str, Any], op: str, bench: Mapping[str, Any] | No
         paper, text = papers[way]
         case = f"16 ranks, {WAY_NAMES[way]} vs one switch"
         if bench is None:
-            out.append(_not_run(figure, case, paper, text, summary))
+            out.append(_role(_not_run(figure, case, paper, text, summary), way))
             continue
-        out.append(_compare(summary, figure, case, way, bench, paper, text))
+        out.append(_role(_compare(summary, figure, case, way, bench, paper, text), way))
     return out
+
+
+def _role(row: Row, way: str) -> Row:
+    """LACP's rows carry the paper's figure for its baseline (LACP's increase over one
+    switch): shown beside ours, not a target ours is judged against."""
+    return dataclasses.replace(row, paper_role="baseline") if way == "lacp" else row
 
 
 def kernel_rows(summary: Mapping[str, Any], k: str, bench: Mapping[str, Any] | None) -> list[Row]:
@@ -195,13 +202,14 @@ def kernel_rows(summary: Mapping[str, Any], k: str, bench: Mapping[str, Any] | N
         case = f"{k}, 16 ranks, {WAY_NAMES[way]} vs one switch"
         figure = f"Fig. 11 ({k})"
         if k in ("bt", "lu"):
-            out.append(Row(EXPERIMENT, figure, case, "time_increase_pct", paper=paper,
-                           paper_text=text, status="skipped",
-                           reason=NO_PATTERN.format(k=k, K=k.upper())))  # fmt: skip
+            row = Row(EXPERIMENT, figure, case, "time_increase_pct", paper=paper,
+                      paper_text=text, status="skipped",
+                      reason=NO_PATTERN.format(k=k, K=k.upper()))  # fmt: skip
         elif bench is None:
-            out.append(_not_run(figure, case, paper, text, summary))
+            row = _not_run(figure, case, paper, text, summary)
         else:
-            out.append(_compare(summary, figure, case, way, bench, paper, text))
+            row = _compare(summary, figure, case, way, bench, paper, text)
+        out.append(_role(row, way))
     return out
 
 

@@ -223,6 +223,10 @@ def test_collective_rows_take_the_worst_size() -> None:
     assert "tor1>spine1 75/25" in netsa.reason
     lacp = _by(rows, "Fig. 10b (Allgather)", "16 ranks, LACP")
     assert lacp.predicted == pytest.approx(50.0) and lacp.paper == 100.0
+    # LACP's published increase is the paper's baseline: shown, not judged
+    assert netsa.paper_role == "target" and netsa.meets_paper is True
+    assert lacp.paper_role == "baseline" and lacp.meets_paper is None
+    assert all(r.paper_role == "baseline" for r in rows if "LACP vs one switch" in r.case)
     skipped = _by(rows, "Fig. 10a (Allreduce)", "16 ranks, NetSA")
     assert skipped.status == "skipped" and "quick form" in skipped.reason
 
@@ -267,3 +271,14 @@ def test_failed_hop_study_gives_failed_rows() -> None:
     rows = netsa_rows.rows(summary)
     assert _by(rows, "Fig. 5c (6 hops, 512 B)").status == "failed"
     assert _by(rows, "Fig. 6c (6 hops, 4 KiB and up)").reason == "emu up failed"
+
+
+def test_rederived_rows_are_those_of_the_saved_summary(tmp_path: Path) -> None:
+    import json
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import exp_netsa
+
+    summary = _summary(allgather=_coll({"1024": 1.0}, {"1024": 1.2}))
+    (tmp_path / "netsa.json").write_text(json.dumps(summary))
+    assert exp_netsa.rows_from_saved(tmp_path) == netsa_rows.rows(summary)

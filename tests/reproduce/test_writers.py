@@ -60,6 +60,9 @@ def sample_rows() -> list[Row]:
         Row(NETSA, "Fig. 5c (6 hops, 512 B)", "osu_latency, 6 hops vs 1",
             "latency_increase_pct", paper=49.8, paper_text="49.8 % over one hop",
             status="skipped", reason="hpcc not installed: apt-get install hpcc"),
+        Row(NETSA, "Fig. 10b (Allgather)", "16 ranks, LACP vs one switch",
+            "latency_increase_pct", paper=100.0, paper_text="LACP over 100 % over one switch",
+            measured=80.9, predicted=70.0, network_limited=True, paper_role="baseline"),
     ]  # fmt: skip
 
 
@@ -90,8 +93,9 @@ def test_markdown_content(tmp_path):
     assert "skipped: hpcc not installed: apt-get install hpcc" in text
     assert "| 470.0 ms (0.47 s on average) | 212.0 ms | - | - | - | ok, meets paper |" in text
     assert "Settings of every row: mpi=openmpi, link_scale=0.01, topology=allreduce28" in text
-    assert "- 5 rows: 2 ok, 1 cpu-bound, 1 failed, 1 skipped." in text
-    assert "- Prediction: 1 of 1 network-limited rows within 15 % of the measurement." in text
+    assert "- 6 rows: 3 ok, 1 cpu-bound, 1 failed, 1 skipped." in text
+    assert "the paper's baseline | 80.9 %" in text and "1 of 3 rows with a published value" in text
+    assert "- Prediction: 2 of 2 network-limited rows within 15 % of the measurement." in text
     assert "- Paper: 1 of 3 rows with a published value meet it." in text
     assert (
         "- Calibration: measured by sdnmpi calibrate (bench 2026-01-02) "
@@ -109,7 +113,15 @@ def test_json_matches_golden_and_reads_back(tmp_path):
     golden = json.loads(_golden("report.json", path.read_text()))
     assert doc == golden, "the JSON layout changed; see the docstring"
     assert doc["schema"] == "sdnmpi.reproduce/1"
-    assert [r["status"] for r in doc["rows"]] == ["ok", "cpu-bound", "failed", "ok", "skipped"]
+    assert [r["status"] for r in doc["rows"]] == [
+        "ok",
+        "cpu-bound",
+        "failed",
+        "ok",
+        "skipped",
+        "ok",
+    ]
+    assert doc["rows"][-1]["paper_role"] == "baseline" and doc["rows"][-1]["meets_paper"] is None
     assert doc["rows"][0]["agreement_pct"] == pytest.approx(abs(1.52 - 1.61) / 1.52 * 100)
     assert doc["summary"]["by_status"]["failed"] == 1
     meta, back = load_json(path)

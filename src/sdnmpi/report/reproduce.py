@@ -122,7 +122,12 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "reason": "",
     "network_limited": None,
     "details": {},
+    "paper_role": "target",
 }
+#: What a row's ``paper`` value is: a ``target`` ours is judged against (the paper's
+#: result for its system), or a ``baseline`` (the paper's figure for what it compared
+#: against, e.g. LACP's increase over one switch): shown beside ours, not judged.
+PAPER_ROLES = ("target", "baseline")
 #: Keys :meth:`Row.to_dict` adds from the derived properties; :meth:`Row.from_dict` ignores them.
 DERIVED_KEYS = frozenset({"agreement_pct", "within_tolerance", "meets_paper"})
 _VALUES = ("paper", "measured", "predicted", "bound")
@@ -152,6 +157,7 @@ class Row:
     reason: str = ""
     network_limited: bool | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    paper_role: str = "target"
 
     def __post_init__(self) -> None:
         for name in ("experiment", "figure", "case", "metric"):
@@ -165,6 +171,9 @@ class Row:
         for name in ("paper_text", "reason"):
             if not isinstance(getattr(self, name), str):
                 raise self._error(name, "must be a string", getattr(self, name))
+        if self.paper_role not in PAPER_ROLES:
+            raise self._error("paper_role", f"must be one of {', '.join(PAPER_ROLES)}",
+                              self.paper_role)  # fmt: skip
         self._check_status()
         for name in ("settings", "details"):
             self._check_json_object(name)
@@ -208,8 +217,15 @@ class Row:
 
     @property
     def meets_paper(self) -> bool | None:
-        """Measured at least as good as the paper's value (None without both)."""
-        if self.measured is None or self.paper is None:
+        """Measured at least as good as the paper's value (None without both, and for a
+        ``baseline`` row: the paper's figure of what it compared against, shown beside
+        ours but not a target).
+
+        >>> Row("x", "f", "c", "latency_increase_pct", paper=200.0, measured=40.0,
+        ...     paper_role="baseline").meets_paper is None
+        True
+        """
+        if self.measured is None or self.paper is None or self.paper_role == "baseline":
             return None
         return self.metric_def.better_or_equal(self.measured, self.paper)
 
@@ -524,7 +540,8 @@ _LEGEND = (
     "Columns: *paper* is the published value (and how the paper states it), *measured* "
     "ours with real MPI on the emulated cluster, *predicted* the flow simulator's value "
     "for the same case, *agreement* |measured - predicted| / measured (a percentage of a "
-    "baseline compared as the time it stands for), *bound* the best "
+    "baseline compared as the time it stands for; a paper value marked as the paper's "
+    "baseline is what it compared against, shown and not judged), *bound* the best "
     f"value the LP lower bound allows. Rows within {TOLERANCE * 100:g} % count as agreeing; "
     "a cpu-bound row measured the emulator's CPUs rather than its links, so the "
     "simulator is not expected to match it (docs/reproduce.md)."
@@ -543,6 +560,8 @@ def _table(rows: Sequence[Row]) -> list[str]:
         paper = m.format(r.paper) if r.paper is not None else ""
         if r.paper_text:
             paper = f"{paper} ({r.paper_text})" if paper else r.paper_text
+        if paper and r.paper_role == "baseline":
+            paper += ", the paper's baseline"
         cells = [
             r.figure,
             r.case,
