@@ -134,3 +134,41 @@ def test_exchange_efficiency_slows_concurrent_exchanges_only() -> None:
     assert serial.total_s == pytest.approx(2 * t)
     assert slowed.efficiency(2) == pytest.approx(0.5 - 0.25 / 3)
     assert slowed.efficiency(100) == 0.25 and slowed.efficiency(0) == 1.0
+
+
+def _exchange(hosts: tuple[str, ...], extra: bool = False) -> tuple[Fabric, Demands]:
+    """Ranks 0 and 1 exchange 1 MiB; with ``extra`` rank 2 also sends 1 MiB to rank 3
+    over the same uplink (leaf_spine(1, 2, 2): h1, h2 on leaf1, h3, h4 on leaf2)."""
+    fabric = Fabric(leaf_spine(1, 2, 2, host_bps=1e9, uplink_bps=1e9))
+    cells = [(0, 1, MIB), (1, 0, MIB)] + ([(2, 3, MIB)] if extra else [])
+    pat = Pattern("x", len(hosts), (Phase.from_cells("p", cells),))
+    return fabric, Demands.from_pattern(fabric, pat, Placement(hosts))
+
+
+def test_cross_efficiency_caps_an_exchange_across_the_spine_only() -> None:
+    plain, capped = Calibration(), Calibration(exchange_cross_efficiency=0.5)
+
+    def t(cal: Calibration, fabric: Fabric, demands: Demands) -> float:
+        return cal.simulate(fabric, demands, route("dmodk", fabric, demands)).total_s
+
+    line = 8 * MIB / 1e9
+    cross = _exchange(("h1", "h3"))
+    assert t(plain, *cross) == pytest.approx(line, rel=0.01)
+    assert t(capped, *cross) == pytest.approx(2 * line, rel=0.01)  # at half the line rate
+    local = _exchange(("h1", "h2"))  # one switch: not capped
+    assert t(capped, *local) == pytest.approx(t(plain, *local))
+    # rank 2 -> 3 shares the uplink h1's flow takes: both get half the link anyway, so
+    # the cap (half the slowest arc) changes nothing
+    shared = _exchange(("h1", "h3", "h2", "h4"), extra=True)
+    assert t(capped, *shared) == pytest.approx(t(plain, *shared), rel=1e-6)
+    assert t(plain, *shared) == pytest.approx(2 * line, rel=0.01)
+
+
+def test_cross_efficiency_reads_back_and_is_checked() -> None:
+    cal = Calibration(exchange_cross_efficiency=0.76)
+    assert Calibration.from_dict(cal.to_dict()).exchange_cross_efficiency == 0.76
+    assert (
+        Calibration.from_dict({"schema": cal.to_dict()["schema"]}).exchange_cross_efficiency is None
+    )
+    with pytest.raises(ConfigError, match="exchange cross efficiency"):
+        Calibration(exchange_cross_efficiency=1.5)
