@@ -13,8 +13,6 @@ real MPI ranks, and derives a :class:`~sdnmpi.sim.calibration.Calibration`:
   still flows both ways at once (``bibw`` at least 1.5 times ``bw``'s rate),
   by bisection between a size that does and one that does not; ``--quick``
   only checks the preset's limit from both sides;
-* **exchange efficiencies**: 1, 2 and 4 rank pairs exchanging at once on one
-  leaf each, and one pair across the spine (h1, h5), full-duplex settings;
 * **duplex ratios**: for each flavour whose preset exchange is ``partial``
   (MPICH over UCX), ``bibw`` over ``bw`` of 1 MiB messages with default settings
   (:data:`~sdnmpi.sim.protocol.MPICH_UCX_DUPLEX_RATIO` documents the figure).
@@ -189,27 +187,6 @@ def exchange_efficiency(
     return out, raw
 
 
-def exchange_cross_efficiency(
-    bench: Bench, flavour: str, replay: Path, model_s: float, workdir: Path, progress: Progress
-) -> tuple[float, dict[str, Any]]:
-    """A lone exchange pair across the spine (h1 and h5: host, leaf, spine, leaf, host),
-    as :func:`exchange_efficiency` measures pairs on one leaf: the model's time over the
-    measured one (full duplex settings)."""
-    path = workdir / "exchange-cross.replay"
-    cells = [(0, 1, EXCHANGE_BYTES), (1, 0, EXCHANGE_BYTES)]
-    save_replay(Pattern("exchange-cross", 2, (Phase.from_cells("x", cells, repeat=4),)), path)
-    doc = bench.document(
-        flavour, ("h1", "h5"), [str(replay), "--iters", "2", str(path)], duplex_env(flavour)
-    )
-    measured = float(doc["phases"][0]["time_s"])
-    e = min(1.0, model_s / measured)
-    progress(
-        f"1 exchange pair across the spine: {measured * 1e3:.0f} ms per 512 KiB exchange "
-        f"(alone on the links: {model_s * 1e3:.0f} ms): efficiency {e:.2f}"
-    )
-    return e, {"measured_s": measured, "model_s": model_s, "hosts": ["h1", "h5"]}
-
-
 def one_way_latency_s(bench: Bench, flavour: str, hosts: tuple[str, str]) -> float:
     """Mean one-way latency of 8-byte messages (ping-pong)."""
     args = ["latency", "--size", "8", "--iters", "200", "--warmup", "20"]
@@ -235,9 +212,6 @@ def measure(
         efficiency, exchange_raw = exchange_efficiency(
             bench, first, bench.replay, lone_s, Path(tmp), progress
         )
-        cross, exchange_raw["cross"] = exchange_cross_efficiency(
-            bench, first, bench.replay, lone_s, Path(tmp), progress
-        )
     limits: dict[str, int | None] = {}
     found: dict[str, Any] = {}
     ratios: dict[str, float] = {}
@@ -259,7 +233,6 @@ def measure(
         eager_limits=limits,
         exchange_duplex=ratios,
         exchange_efficiency=efficiency,
-        exchange_cross_efficiency=cross,
         source=f"sdnmpi calibrate {time.strftime('%Y-%m-%dT%H:%M:%S')} "
         f"({'quick' if quick else 'full'}, {', '.join(flavours)})",
         measurements={

@@ -35,15 +35,6 @@ Fields:
   carry every rank and switch (one pair: 0.96, four: about 0.7).  A phase with
   ``m`` concurrent exchange pairs slows their flows by ``e(m)`` (interpolated,
   held constant beyond the measured range, see :meth:`Calibration.efficiency`).
-* ``exchange_cross_efficiency``: the same for one pair alone whose path crosses
-  more than one switch (host, leaf, spine, leaf, host), measured on the emulated
-  fabric at 0.75-0.77 where the same pair on one leaf gets 0.98 (2026-11-26, 512 KiB
-  each way, full-duplex settings): each direction's acknowledgements wait behind
-  the other direction's data in every shaped queue on the way, and there are more
-  of them.  It limits how fast such a flow can go, not how much of a shared link it
-  gets: a concurrent exchange flow whose path has more than two arcs is capped at
-  this fraction of its path's slowest arc (one extra arc of that capacity per
-  flow, :func:`cap_flows`), so it binds only where contention leaves the flow more.
 """
 
 from __future__ import annotations
@@ -56,7 +47,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import sparse
 
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
 from sdnmpi.errors import ConfigError, FormatError
@@ -76,7 +66,6 @@ _KEYS = {
     "eager_limits",
     "exchange_duplex",
     "exchange_efficiency",
-    "exchange_cross_efficiency",
     "source",
     "measurements",
 }
@@ -98,7 +87,6 @@ class Calibration:
     eager_limits: dict[str, int | None] = field(default_factory=dict)
     exchange_duplex: dict[str, float] = field(default_factory=dict)
     exchange_efficiency: dict[int, float] = field(default_factory=dict)
-    exchange_cross_efficiency: float | None = None
     source: str = "nominal"
     measurements: dict[str, Any] = field(default_factory=dict)
 
@@ -130,8 +118,6 @@ class Calibration:
                 raise ConfigError(f"calibration: duplex ratio of {name} must be a number")
             if not 1.0 <= ratio <= 2.0:
                 raise ConfigError(f"calibration: duplex ratio of {name} must be in [1, 2]")
-        if self.exchange_cross_efficiency is not None:
-            _fraction("exchange cross efficiency", self.exchange_cross_efficiency)
         for k, e in self.exchange_efficiency.items():
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise ConfigError(f"calibration: exchange efficiency for {k!r} pairs (want k >= 1)")
@@ -201,17 +187,11 @@ class Calibration:
                 workload, latency_s=workload.latency_s + self.base_latency_s
             )
         proto = self.protocol(protocol) if protocol is not None else None
-        if self.exchange_efficiency or self.exchange_cross_efficiency is not None:
+        if self.exchange_efficiency:
             mask, pairs = concurrent_exchanges(workload, proto or IDEAL)
-            if self.exchange_efficiency:
-                eff = np.array([self.efficiency(int(k)) for k in pairs])
-                scale = np.where(mask, 1.0 / eff[workload.phase], 1.0)
-                workload = dataclasses.replace(workload, size_bytes=workload.size_bytes * scale)
-            if self.exchange_cross_efficiency is not None:
-                cross = mask & (np.diff(sparse.csr_array(workload.incidence).indptr) > 2)
-                platform, workload = cap_flows(
-                    platform, workload, cross, self.exchange_cross_efficiency
-                )
+            eff = np.array([self.efficiency(int(k)) for k in pairs])
+            scale = np.where(mask, 1.0 / eff[workload.phase], 1.0)
+            workload = dataclasses.replace(workload, size_bytes=workload.size_bytes * scale)
         return simulate_workload(platform, workload, protocol=proto, **kwargs)
 
     # -- JSON --------------------------------------------------------------------------
@@ -226,7 +206,6 @@ class Calibration:
             "eager_limits": dict(self.eager_limits),
             "exchange_duplex": dict(self.exchange_duplex),
             "exchange_efficiency": {str(k): e for k, e in sorted(self.exchange_efficiency.items())},
-            "exchange_cross_efficiency": self.exchange_cross_efficiency,
             "source": self.source,
             "measurements": self.measurements,
         }
@@ -250,7 +229,6 @@ class Calibration:
                 eager_limits=_limits(doc.get("eager_limits", {}), where),
                 exchange_duplex=_ratios(doc.get("exchange_duplex", {}), where),
                 exchange_efficiency=_efficiencies(doc.get("exchange_efficiency", {}), where),
-                exchange_cross_efficiency=_optional_number(doc, "exchange_cross_efficiency", where),
                 source=str(doc.get("source", where)),
                 measurements=dict(doc.get("measurements") or {}),
             )
@@ -279,38 +257,6 @@ class Calibration:
     def save(self, path: Path) -> None:
         """Write the document (indented)."""
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-
-
-def cap_flows(
-    platform: Platform, workload: Workload, flows: Any, fraction: float
-) -> tuple[Platform, Workload]:
-    """Cap each of ``flows`` (a mask) at ``fraction`` of its path's slowest arc: one more
-    arc per capped flow, crossed by that flow only (the platform's arcs keep their
-    indices; the extra ones come after them, with no latency).
-
-    >>> p = Platform.from_arrays([8e3, 8e3], names=["a", "b"])
-    >>> w = Workload.from_paths(p, [[0], [1]], [1000.0, 1000.0])
-    >>> p2, w2 = cap_flows(p, w, np.array([True, False]), 0.5)
-    >>> p2.capacity_bps.tolist(), w2.incidence.shape
-    ([8000.0, 8000.0, 4000.0], (2, 3))
-    """
-    rows = np.flatnonzero(flows)
-    if not rows.size:
-        return platform, workload
-    inc = sparse.csr_array(workload.incidence)
-    slowest = np.array([platform.capacity_bps[inc.indices[inc.indptr[i] : inc.indptr[i + 1]]].min()
-                        for i in rows])  # fmt: skip
-    extra = sparse.csr_array(
-        (np.ones(rows.size), (rows, np.arange(rows.size))), shape=(len(workload), rows.size)
-    )
-    capped = Platform(
-        platform.name,
-        _ro(np.concatenate([platform.capacity_bps, fraction * slowest])),
-        _ro(np.concatenate([platform.latency_s, np.zeros(rows.size)])),
-        (*platform.arc_names, *(f"cap:{i}" for i in rows)),
-    )
-    incidence = sparse.hstack([inc, extra], format="csr")
-    return capped, dataclasses.replace(workload, incidence=incidence)
 
 
 def _ro(values: Any) -> Any:
