@@ -19,7 +19,10 @@ def calibrate(
         0.01, "--link-scale", help="Emulated rate factor, as the experiments use (0.01: 10 Mbit/s)."
     ),
     mpi: str = typer.Option(
-        "openmpi", "--mpi", help="Flavours whose eager limits to measure: openmpi, mpich or both."
+        "openmpi",
+        "--mpi",
+        help="Flavours whose eager limits (and, for mpich, exchange duplex ratio) to "
+        "measure: openmpi, mpich or both.",
     ),
     quick: bool = typer.Option(False, "--quick", help="Check the preset limits, do not bisect."),
     state_root: Path = typer.Option(DEFAULT_STATE_ROOT, "--state-dir", help="Fabric state root."),
