@@ -9,8 +9,9 @@ Brings up leaf_spine(SPINES, 2, 4) with the controller's D-mod-K routes (so pair
 share a link), then for k = PAIRS rank pairs exchanging 512 KiB each way (four times,
 ``sdnmpi-replay``, Open MPI with the full-duplex settings) prints the time per exchange
 with the pairs on one leaf each (h1-h2, h3-h4, ...) and across a spine (h1-h5, h2-h6,
-...), and the model's time for one exchange alone on the links (one direction at the
-shaped rate times the measured goodput).  The last line is JSON.
+...), the model's time for one exchange alone on the links (one direction at the
+shaped rate times the measured goodput), and the hosts' TCP counters over the run
+(segments sent, retransmitted, retransmission timeouts).  The last line is JSON.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import demo_fabric as harness
 
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.core.pattern import Pattern, Phase
+from sdnmpi.emu.tcpstats import TcpLoss
 from sdnmpi.formats.replay import save_replay
 from sdnmpi.node.duplex import duplex_env
 
@@ -76,12 +78,15 @@ def main() -> int:
             for across in (False, True):
                 for rep in range(args.reps):
                     program = [str(REPLAY), "--iters", "2", str(path), "--json"]
-                    doc, _ = harness.mpirun_json(name, hosts_for(k, across), program, env, 300)
+                    hosts = hosts_for(k, across)
+                    with TcpLoss(harness.host_namespaces(name, hosts)) as tcp:
+                        doc, _ = harness.mpirun_json(name, hosts, program, env, 300)
                     t = float(doc["phases"][0]["time_s"])
                     where = "across" if across else "leaf"
-                    out.append({"pairs": k, "where": where, "rep": rep, "time_s": t})
+                    out.append({"pairs": k, "where": where, "rep": rep, "time_s": t, **tcp.result})
                     print(f"{k} pair(s) {where}: {t * 1e3:.0f} ms per exchange "
-                          f"(model alone {model_s * 1e3:.0f} ms)", flush=True)  # fmt: skip
+                          f"(model alone {model_s * 1e3:.0f} ms); TCP {tcp.result}",
+                          flush=True)  # fmt: skip
     print(json.dumps({"spines": args.spines, "yield": not args.no_yield, "runs": out}))
     return 0
 
