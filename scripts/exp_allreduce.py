@@ -332,22 +332,19 @@ def _rows(
     times: dict[str, dict[int, float]],
     cal: Calibration,
 ) -> list[dict[str, Any]]:
-    protocol = cal.protocol("openmpi" if setting == "default" else "openmpi-duplex")
     rows = []
     for size in sorted(times["default"]):
-        pred = {w: predict(topo, hosts, size, WAYS[w][1], protocol, cal) for w in times}
         row: dict[str, Any] = {
             "nprocs": n,
             "setting": setting,
-            "protocol": protocol.spec,
             "size_bytes": size,
             "measured_s": {w: times[w][size] for w in times},
-            "predicted_s": pred,
             "speedup": {
                 w: times["default"][size] / times[w][size] for w in times if w != "default"
             },
-            "predicted_speedup": {w: pred["default"] / pred[w] for w in times if w != "default"},
         }
+        row.update(_predictions(topo, hosts, row, cal))
+        pred = row["predicted_s"]
         rows.append(row)
         log(
             f"{n} hosts, {setting}, {size} B: "
@@ -517,14 +514,24 @@ def repredict(summary: dict[str, Any]) -> None:
     cal = Calibration.from_dict(summary["calibration"], "allreduce.json")
     for row in summary["rows"]:
         hosts = summary["placements"][str(row["nprocs"])]["hosts"]
-        protocol = cal.protocol("openmpi" if row["setting"] == "default" else "openmpi-duplex")
-        pred = {
-            w: predict(topo, hosts, row["size_bytes"], WAYS[w][1], protocol, cal)
-            for w in row["measured_s"]
-        }
-        row["protocol"] = protocol.spec
-        row["predicted_s"] = pred
-        row["predicted_speedup"] = {w: pred["default"] / pred[w] for w in pred if w != "default"}
+        row.update(_predictions(topo, hosts, row, cal))
+
+
+def _predictions(
+    topo: Topology, hosts: Sequence[str], row: dict[str, Any], cal: Calibration
+) -> dict[str, Any]:
+    """A row's protocol, predicted times and predicted speedups: each way it measured
+    (``measured_s``) at its size under its setting's protocol."""
+    protocol = cal.protocol("openmpi" if row["setting"] == "default" else "openmpi-duplex")
+    pred = {
+        w: predict(topo, hosts, row["size_bytes"], WAYS[w][1], protocol, cal)
+        for w in row["measured_s"]
+    }
+    return {
+        "protocol": protocol.spec,
+        "predicted_s": pred,
+        "predicted_speedup": {w: pred["default"] / pred[w] for w in pred if w != "default"},
+    }
 
 
 def parse_args() -> argparse.Namespace:

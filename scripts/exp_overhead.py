@@ -47,6 +47,8 @@ from sdnmpi.node.client import AgentClient
 from sdnmpi.report.reproduce_api import Context, Row
 
 CONFIGS = ("none", "tag", "profile")
+#: Ping-pongs per ``latency`` size (and as many warm-up ones) on the fabric.
+LAT_ITERS = 200
 #: Timed (and as many warm-up) windows of 16 messages per ``bw`` size.  At 4 MiB one
 #: window is 64 MiB, 11 s at the fabric's 50 Mbit/s: 3 + 3 windows take a minute, 10 + 10
 #: took more than the 300 s a run was given (the full form of 2026-11-26 failed so).
@@ -117,8 +119,8 @@ def bench(
     link_scale: float = 0.05,
 ) -> dict[int, float]:
     """One run on the emulated fabric (h1 -> h3)."""
-    argv = program(kind, sizes, 200, bw_iters, bw_iters)
-    timeout = run_timeout_s(kind, sizes, 200, bw_iters, link_scale)
+    argv = program(kind, sizes, LAT_ITERS, bw_iters, bw_iters)
+    timeout = run_timeout_s(kind, sizes, LAT_ITERS, bw_iters, link_scale)
     doc, _ = harness.mpirun_json(name, ("h1", "h3"), argv, env, timeout)
     return figures(doc, kind)
 
@@ -197,7 +199,7 @@ def fabric_summary(
         }
         for rep in range(repeat):
             for cfg in CONFIGS:
-                lat[cfg].append(bench(name, "latency", lat_sizes, envs[cfg], 1, link_scale))
+                lat[cfg].append(bench(name, "latency", lat_sizes, envs[cfg], link_scale=link_scale))
                 bw[cfg].append(bench(name, "bw", bw_sizes, envs[cfg], bw_iters, link_scale))
             log(f"repetition {rep + 1}/{repeat} done")
     return {

@@ -170,15 +170,8 @@ def simulate_workload(
     if not 0 < rtol < 1e-3:
         raise ConfigError(f"rtol must be in (0, 1e-3), got {rtol!r}")
     proto = IDEAL if protocol is None else protocol
-    notes = _protocol_notes(workload, proto)
     workload, slowed = with_partial_exchanges(workload, proto)
-    if slowed:
-        notes = (
-            *notes,
-            f"protocol {proto.spec}: {slowed} rank-pair exchange(s) (counted once per phase) "
-            f"with messages above {proto.eager_limit_bytes} bytes both ways move x{proto.duplex} "
-            "of one direction's rate together",
-        )
+    notes = _protocol_notes(workload, proto, slowed)
     if mode == "ranks" and workload.has_ranks:
         steps, trace = run_ranks(
             platform,
@@ -206,18 +199,21 @@ def simulate_workload(
     return phases_result(platform, workload, runs, timeline=timeline, notes=notes)
 
 
-def _protocol_notes(workload: Workload, protocol: Protocol) -> tuple[str, ...]:
-    """What the protocol changed, for the result's notes (nothing under ``ideal``)."""
+def _protocol_notes(workload: Workload, protocol: Protocol, slowed: int) -> tuple[str, ...]:
+    """What the protocol changed, for the result's notes (nothing under ``ideal``):
+    the serialized exchanges, or the ``slowed`` partial ones."""
     if not (protocol.serializes or protocol.slows_exchanges):
         return ()
     ranked = (workload.src_rank >= 0) & (workload.dst_rank >= 0)
     if len(workload) and not ranked.any():
         return (f"host-level demands have no rank pairs: protocol {protocol.spec} not applied",)
-    if not protocol.serializes:
+    if protocol.serializes:
+        n, effect = serialized_exchanges(workload, protocol), "run one direction after the other"
+    elif slowed:
+        n, effect = slowed, f"move x{protocol.duplex} of one direction's rate together"
+    else:
         return ()
-    n = serialized_exchanges(workload, protocol)
     return (
         f"protocol {protocol.spec}: {n} rank-pair exchange(s) (counted once per phase) "
-        f"with messages above {protocol.eager_limit_bytes} bytes both ways run one "
-        "direction after the other",
+        f"with messages above {protocol.eager_limit_bytes} bytes both ways {effect}",
     )
