@@ -39,7 +39,8 @@ def test_openmpi_ranks_get_the_raised_tcp_limits() -> None:
 
 def test_mpich_ranks_get_an_unbounded_rendezvous_threshold() -> None:
     launch = emu_mpi.mpi_launch(_plan(), ["./a"], nprocs=2, mpi="mpich", duplex=True)
-    assert _mpich_env(launch.argv) == {"UCX_TLS": "tcp,self", "UCX_RNDV_THRESH": "inf"}
+    assert _mpich_env(launch.argv) == {"UCX_TLS": "tcp,self", **duplex_env("mpich")}
+    assert _mpich_env(launch.argv)["UCX_RNDV_THRESH"] == "inf"
 
 
 def test_without_duplex_the_line_is_unchanged() -> None:

@@ -329,6 +329,16 @@ def test_rank_environment_reaches_both_launchers():
         emu_mpi.mpi_launch(plan, ["./a"], nprocs=2, rank_env={"1BAD": "x"})
 
 
+def test_hosts_send_buffers_and_unsent_backlog_scale_with_the_links():
+    topo = leaf_spine(1, 2, 2)
+    for scale, limit in ((0.05, 209715), (0.01, 65536)):
+        argvs = [" ".join(s.argv) for s in make_plan(topo, "b", link_scale=scale).steps if s.argv]
+        wmem = [a for a in argvs if a.endswith(f"net.ipv4.tcp_wmem=4096 16384 {limit}")]
+        lowat = [a for a in argvs if a.endswith(f"net.ipv4.tcp_notsent_lowat={limit}")]
+        assert len(wmem) == len(lowat) == len(topo.hosts)
+        assert all(a.startswith("ip netns exec sdnmpi-b-h") for a in wmem + lowat)
+
+
 def test_hosts_get_the_congestion_control_and_state_keeps_it(tmp_path: Path):
     topo = leaf_spine(1, 2, 2)
     cubic = make_plan(topo, "cc", state_root=tmp_path)

@@ -41,16 +41,23 @@ def test_the_values_of_the_measurements() -> None:
         "OMPI_MCA_btl_tcp_eager_limit": "4194304",
         "OMPI_MCA_btl_tcp_rndv_eager_limit": "4194304",
         "OMPI_MCA_btl_tcp_max_send_size": "4194304",
+        "OMPI_MCA_btl_tcp_sndbuf": "4194304",
+        "OMPI_MCA_btl_tcp_rcvbuf": "4194304",
     }
-    assert duplex.duplex_env("mpich") == {"UCX_RNDV_THRESH": "inf"}
+    assert duplex.duplex_env("mpich") == {
+        "UCX_RNDV_THRESH": "inf",
+        "UCX_TCP_SNDBUF": "4194304",
+        "UCX_TCP_RCVBUF": "4194304",
+    }
     assert duplex.OPENMPI_EAGER_LIMIT_BYTES == 4 * 1024 * 1024
+    assert duplex.SOCKET_BUFFER_BYTES == 4 * 1024 * 1024
 
 
 def test_both_flavours_at_once_and_copies() -> None:
     both = duplex.duplex_env()
     assert both == {**duplex.duplex_env("openmpi"), **duplex.duplex_env("mpich")}
     both["UCX_RNDV_THRESH"] = "0"
-    assert duplex.duplex_env("mpich") == {"UCX_RNDV_THRESH": "inf"}  # the table is not shared
+    assert duplex.duplex_env("mpich")["UCX_RNDV_THRESH"] == "inf"  # the table is not shared
 
 
 def test_unknown_flavour() -> None:

@@ -23,13 +23,19 @@ struct sdnmpi_duplex_var {
 
 /* Each library ignores the other's variables, so a caller that does not know
  * which library its tasks use may set them all.  MPICH's ch4:ucx (and Open MPI's
- * UCX PML) read UCX_RNDV_THRESH; Open MPI's ob1 over the TCP BTL the rest, at
- * 4 MiB (the eager limit counts ob1's match header). */
+ * UCX PML) read the UCX_ ones; Open MPI's ob1 over the TCP BTL the rest, at
+ * 4 MiB (the eager limit counts ob1's match header).  Both set their TCP socket
+ * buffers to 4 MiB rather than the kernel's autotuning, which left exchanges
+ * short of line rate in some runs (docs/mpi-duplex.md, "Socket buffers"). */
 __attribute__((unused)) static const struct sdnmpi_duplex_var sdnmpi_duplex_vars[] = {
 	{"openmpi", "OMPI_MCA_btl_tcp_eager_limit", "4194304"},
 	{"openmpi", "OMPI_MCA_btl_tcp_rndv_eager_limit", "4194304"},
 	{"openmpi", "OMPI_MCA_btl_tcp_max_send_size", "4194304"},
+	{"openmpi", "OMPI_MCA_btl_tcp_sndbuf", "4194304"},
+	{"openmpi", "OMPI_MCA_btl_tcp_rcvbuf", "4194304"},
 	{"mpich", "UCX_RNDV_THRESH", "inf"},
+	{"mpich", "UCX_TCP_SNDBUF", "4194304"},
+	{"mpich", "UCX_TCP_RCVBUF", "4194304"},
 };
 
 #define SDNMPI_DUPLEX_NVARS (sizeof(sdnmpi_duplex_vars) / sizeof(sdnmpi_duplex_vars[0]))

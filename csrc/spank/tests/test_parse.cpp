@@ -312,15 +312,17 @@ void test_duplex() {
     CHECK(env["OMPI_MCA_btl_tcp_eager_limit"] == "4194304");
     CHECK(env["OMPI_MCA_btl_tcp_rndv_eager_limit"] == "4194304");
     CHECK(env["OMPI_MCA_btl_tcp_max_send_size"] == "4194304");
+    CHECK(env["OMPI_MCA_btl_tcp_sndbuf"] == "4194304");
+    CHECK(env["UCX_TCP_RCVBUF"] == "4194304");
     CHECK(env.size() == SDNMPI_DUPLEX_NVARS);
     r = apply_duplex([](const char *name, const char *) {
         return std::string(name).find("OMPI_MCA_btl_tcp_") == 0 ? SetEnvResult::kFailed
                                                                   : SetEnvResult::kSet;
     });
-    CHECK(r.set == 1 && r.kept == 0);
+    CHECK(r.set == 3 && r.kept == 0);  // the three UCX_ variables
     CHECK(r.failed ==
           "OMPI_MCA_btl_tcp_eager_limit,OMPI_MCA_btl_tcp_rndv_eager_limit,"
-          "OMPI_MCA_btl_tcp_max_send_size");
+          "OMPI_MCA_btl_tcp_max_send_size,OMPI_MCA_btl_tcp_sndbuf,OMPI_MCA_btl_tcp_rcvbuf");
 }
 
 }  // namespace

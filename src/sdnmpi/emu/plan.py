@@ -566,6 +566,7 @@ def _host_steps(plan: FabricPlan, h: HostPlan, hosts_text: str) -> list[Step]:
         Step(path=f"{etc}/hostname", text=f"{h.name}\n"),
         Step((*sysctl, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")),
         Step((*sysctl, f"net.ipv4.tcp_wmem=4096 16384 {tcp_wmem_max(plan.link_scale)}")),
+        Step((*sysctl, f"net.ipv4.tcp_notsent_lowat={tcp_wmem_max(plan.link_scale)}")),
         *_congestion_steps(plan, sysctl),
         Step(("ip", "-n", h.netns, "link", "set", "lo", "up")),
     ]
@@ -579,12 +580,17 @@ def _congestion_steps(plan: FabricPlan, sysctl: tuple[str, ...]) -> list[Step]:
 
 
 def tcp_wmem_max(link_scale: float) -> int:
-    """A host's largest TCP send buffer, scaled like its links.
+    """A host's largest autotuned TCP send buffer, and its largest unsent backlog,
+    scaled like its links.
 
     Linux lets a socket buffer up to 4 MiB: 32 ms at 1 Gbit/s, but 640 ms at the
     50 Mbit/s that stands for it here.  Scaling the buffer with the link keeps the
     time data waits in it what it would be on the real host (what an MPI call
-    leaves behind when it returns drains as fast), with a 64 KiB floor.
+    leaves behind when it returns drains as fast), with a 64 KiB floor.  The same
+    bound applies as ``tcp_notsent_lowat`` to the data not yet sent, also on
+    sockets whose buffers the application sets itself: the full-duplex MPI
+    settings (``sdnmpi.node.duplex``) set them, because an exchange needs more
+    than this in flight (docs/mpi-duplex.md, "Socket buffers").
 
     >>> tcp_wmem_max(0.05), tcp_wmem_max(0.001)
     (209715, 65536)
