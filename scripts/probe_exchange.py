@@ -1,9 +1,13 @@
 """Probe: how fast a full-duplex exchange runs on a leaf-spine fabric, on one leaf and
-across a spine (docs/emulator-fidelity.md, "Full-duplex exchanges slow down on larger
-fabrics").
+across a spine (docs/emulator-fidelity.md, "A full-duplex exchange ran slow in some
+runs"; docs/mpi-duplex.md, "Socket buffers").
 
 Run as root: ``.venv/bin/python scripts/probe_exchange.py [--spines 4] [--pairs 1,2,4]
-[--no-yield] [--reps 2]``.
+[--no-yield] [--reps 2] [--env VAR=VALUE ...] [--sysctl KEY=VALUE ...]``.  ``--env``
+overrides a variable of the duplex settings in the ranks (``--env
+OMPI_MCA_btl_tcp_sndbuf=0 --env OMPI_MCA_btl_tcp_rcvbuf=0``: the kernel's autotuned
+socket buffers); ``--sysctl`` sets a sysctl in every host's namespace after the fabric
+is up (``--sysctl "net.ipv4.tcp_wmem=4096 16384 4194304"``).
 
 Brings up leaf_spine(SPINES, 2, 4) with the controller's D-mod-K routes (so pairs never
 share a link), then for k = PAIRS rank pairs exchanging 512 KiB each way (four times,
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -56,13 +61,20 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--no-yield", action="store_true", help="Ranks busy-poll.")
     ap.add_argument("--link-scale", type=float, default=0.01)
+    ap.add_argument("--env", action="append", default=[], help="VAR=VALUE in the ranks.")
+    ap.add_argument("--sysctl", action="append", default=[], help="KEY=VALUE in the hosts.")
     args = ap.parse_args()
+    bad = [kv for kv in args.env + args.sysctl if kv.partition("=")[0] in ("", kv)]
+    if bad:
+        print(f"probe_exchange: not NAME=VALUE: {', '.join(bad)}", file=sys.stderr)
+        return 2
+    overrides = dict(kv.split("=", 1) for kv in args.env)
     if os.geteuid() != 0:
         print("probe_exchange: needs root (emulated fabric)", file=sys.stderr)
         return 2
     harness.build("replay")
     topo = leaf_spine(args.spines, 2, 4, host_bps=1e9, uplink_bps=1e9, name="probe")
-    env = [f"{k}={v}" for k, v in duplex_env("openmpi").items()]
+    env = [f"{k}={v}" for k, v in {**duplex_env("openmpi"), **overrides}.items()]
     env += [] if args.no_yield else ["OMPI_MCA_mpi_yield_when_idle=1"]
     model_s = EXCHANGE_BYTES * 8 / (1e9 * args.link_scale * GOODPUT)
     name = f"px-{os.getpid()}"
@@ -71,6 +83,9 @@ def main() -> int:
         tempfile.TemporaryDirectory(prefix="sdnmpi-px-") as tmp,
         harness.cluster(Path(tmp), topo, name, "px", len(topo.switches), args.link_scale),
     ):
+        for netns in harness.host_namespaces(name):
+            for kv in args.sysctl:
+                subprocess.run(["ip", "netns", "exec", netns, "sysctl", "-qw", kv], check=True)
         for k in (int(x) for x in args.pairs.split(",")):
             cells = [(r, r ^ 1, EXCHANGE_BYTES) for r in range(2 * k)]
             path = Path(tmp) / f"x{k}.replay"
@@ -87,7 +102,8 @@ def main() -> int:
                     print(f"{k} pair(s) {where}: {t * 1e3:.0f} ms per exchange "
                           f"(model alone {model_s * 1e3:.0f} ms); TCP {tcp.result}",
                           flush=True)  # fmt: skip
-    print(json.dumps({"spines": args.spines, "yield": not args.no_yield, "runs": out}))
+    print(json.dumps({"spines": args.spines, "yield": not args.no_yield, "env": overrides,
+                      "sysctl": args.sysctl, "runs": out}))  # fmt: skip
     return 0
 
 

@@ -192,6 +192,7 @@ def test_a_cpu_bound_allreduce_run_is_not_a_routing_result() -> None:
     assert best.status == "cpu-bound" and best.network_limited is False
     assert "push/ours run CPU-bound: machine busy 99 %" in best.reason
     assert "below the prediction" in best.reason  # measured x1.60 against x2.00 predicted
+    assert "(default ran slower than predicted, push/ours slower;" in best.reason
     # the gap split into its runs: default as predicted (4.0 s for 3.0), ours 2.5 s for 1.5
     assert "default +33 % against its prediction (switches waited for a core 1 %" in best.reason
     assert (
