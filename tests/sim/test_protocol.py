@@ -48,6 +48,7 @@ def test_presets_have_the_documented_limits_and_ideal_is_concurrent():
         "mpich": (20480, "partial"),
         "mpich-duplex": (None, "serialized"),
     }
+    assert {n for n, p in PROTOCOLS.items() if p.release == "pair"} == {"ideal"}
     assert IDEAL is PROTOCOLS["ideal"] and not IDEAL.serializes
     assert OPENMPI.serializes and not PROTOCOLS["mpich-duplex"].serializes
     assert PROTOCOLS["mpich"].duplex == 1.39 and PROTOCOLS["mpich"].slows_exchanges
@@ -57,14 +58,14 @@ def test_presets_have_the_documented_limits_and_ideal_is_concurrent():
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        ("openmpi", Protocol("openmpi", 65536, "serialized")),
-        (" mpich ", Protocol("mpich", 20480, "partial", 1.39)),
-        ("mpich:exchange=serialized", Protocol("mpich", 20480, "serialized")),
-        ("mpich:duplex=1.5", Protocol("mpich", 20480, "partial", 1.5)),
+        ("openmpi", Protocol("openmpi", 65536, "serialized", release="sender")),
+        (" mpich ", Protocol("mpich", 20480, "partial", 1.39, "sender")),
+        ("mpich:exchange=serialized", Protocol("mpich", 20480, "serialized", release="sender")),
+        ("mpich:duplex=1.5", Protocol("mpich", 20480, "partial", 1.5, "sender")),
         ("custom:eager=0,exchange=partial,duplex=2", Protocol("custom", 0, "partial", 2.0)),
-        ("openmpi:eager=1048576", Protocol("openmpi", 1048576, "serialized")),
-        ("openmpi:exchange=concurrent", Protocol("openmpi", 65536, "concurrent")),
-        ("mpich:eager=inf", Protocol("mpich", None, "partial", 1.39)),
+        ("openmpi:eager=1048576", Protocol("openmpi", 1048576, "serialized", release="sender")),
+        ("openmpi:exchange=concurrent", Protocol("openmpi", 65536, "concurrent", release="sender")),
+        ("mpich:eager=inf", Protocol("mpich", None, "partial", 1.39, "sender")),
         ("custom:eager=65536,exchange=serialized", Protocol("custom", 65536, "serialized")),
         ("custom: exchange = serialized , eager = 0", Protocol("custom", 0, "serialized")),
         ("custom", Protocol("custom", None, "concurrent")),
@@ -96,6 +97,7 @@ def test_spec_of_a_changed_preset_names_every_key():
         "spec": "openmpi",
         "eager_limit_bytes": 65536,
         "exchange": "serialized",
+        "release": "sender",
     }
 
 
@@ -484,3 +486,47 @@ def test_protocol_doctests_pass():
 
     failed, tried = doctest.testmod(protocol)
     assert failed == 0 and tried > 0
+
+
+def test_an_eager_message_leaves_when_its_sender_is_there():
+    # Rank 1 on host A sends 2S to rank 2 on B (step 0, A->B); then rank 0 on B sends
+    # S to rank 1 (its first step, B->A).  Released with the pair (the plain model),
+    # 0->1 waits for rank 1's step 0: 2S/c + S/c.  Eager with release=sender, it
+    # leaves at once on the free B->A: the run ends with 1->2 at 2S/c.  A rendezvous
+    # message (eager limit 0) waits for both ranks under either release.
+    platform, workload = duplex([[0], [1]], [2 * S, S], ([1, 0], [2, 1]), phase=[0, 1])
+    pair = parse_protocol("custom:eager=inf")
+    sender = parse_protocol("custom:eager=inf,release=sender")
+    rendezvous = parse_protocol("custom:eager=0,release=sender")
+    assert simulate_workload(platform, workload, mode="ranks", protocol=pair).total_s == (
+        pytest.approx(3 * S / C)
+    )
+    assert simulate_workload(platform, workload, mode="ranks", protocol=sender).total_s == (
+        pytest.approx(2 * S / C)
+    )
+    assert simulate_workload(
+        platform, workload, mode="ranks", protocol=rendezvous
+    ).total_s == pytest.approx(3 * S / C)
+    steps, trace = run_ranks(platform, workload, max_flows=100, protocol=sender)
+    assert steps.deps.prerequisites(1).tolist() == []
+    assert trace.finish_s.tolist() == pytest.approx([2 * S / C, S / C])
+    # phases mode has a barrier between phases: the release does not matter there
+    for proto in (pair, sender):
+        r = simulate_workload(platform, workload, mode="phases", protocol=proto)
+        assert r.total_s == pytest.approx(3 * S / C)
+
+
+def test_release_key_round_trips_and_is_checked():
+    assert PROTOCOLS["openmpi"].release == "sender" and PROTOCOLS["ideal"].release == "pair"
+    p = parse_protocol("custom:eager=65536,release=sender")
+    assert p.spec == "custom:eager=65536,exchange=concurrent,release=sender"
+    assert parse_protocol(p.spec) == p
+    assert p.to_dict()["release"] == "sender"
+    plain = parse_protocol("openmpi:release=pair")
+    assert plain.spec == "openmpi:eager=65536,exchange=serialized,release=pair"
+    assert parse_protocol(plain.spec) == plain
+    assert parse_protocol("openmpi:eager=1").spec == "openmpi:eager=1,exchange=serialized"
+    with pytest.raises(ConfigError, match="release 'receiver' \\(want one of pair, sender\\)"):
+        parse_protocol("openmpi:release=receiver")
+    with pytest.raises(ConfigError, match="release"):
+        Protocol("x", None, release="both")  # type: ignore[arg-type]

@@ -45,7 +45,7 @@ def evaluate(
         "--protocol",
         help="MPI point-to-point protocol the simulation models: "
         f"{', '.join(PROTOCOLS)}, or "
-        "NAME:eager=BYTES,exchange=serialized|concurrent|partial[,duplex=RATIO].",
+        "NAME:eager=BYTES,exchange=serialized|concurrent|partial[,duplex=RATIO][,release=pair|sender].",
     ),
     side: str = typer.Option("tx", "--side", help="pfprof traces: tx or rx matrices."),
     as_json: bool = typer.Option(False, "--json", help="Print the stable JSON document."),

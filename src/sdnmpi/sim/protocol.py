@@ -49,13 +49,25 @@ and lets the slowed flows share links with others under max-min as any flow
 does; how UCX interleaves its rendezvous fragments and acknowledgements
 inside that time is not modeled.
 
+When a message may start (``ranks`` mode, :func:`sdnmpi.sim.workload.rank_steps`):
+an eager message leaves as soon as its sender reaches the send, whether or not the
+receiver has finished its previous step; its data waits at the receiver as an
+unexpected message, and meanwhile shares the receiver's link with whatever the
+receiver is still receiving.  A rendezvous message flows only once both ranks are
+there.  ``release="sender"`` models this (the MPI presets); ``release="pair"``
+releases every flow when both its ranks have finished their previous steps, the
+plain model's bulk-synchronous assumption (``ideal`` and ``custom``).  With the
+full-duplex settings every message up to 4 MiB is eager, so in the Allreduce a
+rank that finished a step early sends its next step's data into a partner that
+is still receiving the previous one (docs/emulator-fidelity.md).
+
 Presets (:data:`PROTOCOLS`): ``ideal`` (everything concurrent, the plain flow
 model and the default), ``openmpi`` and ``openmpi-duplex`` (Open MPI 4.1 TCP
 BTL, default and 4 MiB eager limits), ``mpich`` and ``mpich-duplex`` (MPICH
 4.0 over UCX on TCP, default and unbounded rendezvous thresholds).  A spec
 (:func:`parse_protocol`) names a preset and may override its keys:
 ``openmpi:eager=1048576``, ``custom:eager=65536,exchange=serialized``,
-``mpich:duplex=1.5``.
+``mpich:duplex=1.5``, ``custom:release=sender``.
 """
 
 from __future__ import annotations
@@ -71,6 +83,8 @@ from sdnmpi.errors import ConfigError
 
 Exchange = Literal["serialized", "concurrent", "partial"]
 EXCHANGES: tuple[str, ...] = ("serialized", "concurrent", "partial")
+Release = Literal["pair", "sender"]
+RELEASES: tuple[str, ...] = ("pair", "sender")
 
 #: Open MPI 4.1's ``btl_tcp_eager_limit`` default.
 OPENMPI_TCP_EAGER_LIMIT_BYTES = 65536
@@ -98,9 +112,10 @@ class Protocol:
     rank pair's two rendezvous directions share its connection in one phase
     or step: ``"serialized"`` (one after the other), ``"concurrent"``, or
     ``"partial"`` (both at once, together ``duplex`` times one direction's
-    rate: ``duplex`` in [1, 2], given for ``"partial"`` only).
+    rate: ``duplex`` in [1, 2], given for ``"partial"`` only).  ``release``
+    says when a flow may start in ``ranks`` mode (see the module's text).
 
-    >>> p = Protocol("openmpi", 65536, "serialized")
+    >>> p = Protocol("openmpi", 65536, "serialized", release="sender")
     >>> p.rendezvous(np.array([65536.0, 65537.0])).tolist()
     [False, True]
     >>> p.spec
@@ -111,6 +126,7 @@ class Protocol:
     eager_limit_bytes: int | None = None
     exchange: Exchange = "concurrent"
     duplex: float | None = None
+    release: Release = "pair"
 
     def __post_init__(self) -> None:
         if not self.name or any(c in self.name for c in ":,= "):
@@ -120,6 +136,11 @@ class Protocol:
             raise ConfigError(f"protocol {self.name!r}: eager limit {limit!r} is not an integer")
         if limit is not None and limit < 0:
             raise ConfigError(f"protocol {self.name!r}: eager limit {limit!r} is negative")
+        if self.release not in RELEASES:
+            raise ConfigError(
+                f"protocol {self.name!r}: release {self.release!r} "
+                f"(want one of {', '.join(RELEASES)})"
+            )
         if self.exchange not in EXCHANGES:
             raise ConfigError(
                 f"protocol {self.name!r}: exchange {self.exchange!r} "
@@ -165,7 +186,9 @@ class Protocol:
             return self.name
         eager = "inf" if self.eager_limit_bytes is None else str(self.eager_limit_bytes)
         duplex = "" if self.duplex is None else f",duplex={self.duplex!r}"
-        return f"{self.name}:eager={eager},exchange={self.exchange}{duplex}"
+        base = PROTOCOLS[self.name].release if self.name in PROTOCOLS else "pair"
+        release = f",release={self.release}" if self.release != base else ""
+        return f"{self.name}:eager={eager},exchange={self.exchange}{duplex}{release}"
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready (``duplex`` only for a ``partial`` exchange)."""
@@ -174,6 +197,7 @@ class Protocol:
             "spec": self.spec,
             "eager_limit_bytes": self.eager_limit_bytes,
             "exchange": self.exchange,
+            "release": self.release,
         }
         if self.duplex is not None:
             out["duplex"] = self.duplex
@@ -203,21 +227,27 @@ PROTOCOLS: dict[str, Protocol] = {
     p.name: p
     for p in (
         IDEAL,
-        Protocol("openmpi", OPENMPI_TCP_EAGER_LIMIT_BYTES, "serialized"),
-        Protocol("openmpi-duplex", DUPLEX_EAGER_LIMIT_BYTES, "serialized"),
-        Protocol("mpich", MPICH_UCX_RNDV_THRESH_BYTES, "partial", MPICH_UCX_DUPLEX_RATIO),
-        Protocol("mpich-duplex", None, "serialized"),
+        Protocol("openmpi", OPENMPI_TCP_EAGER_LIMIT_BYTES, "serialized", release="sender"),
+        Protocol("openmpi-duplex", DUPLEX_EAGER_LIMIT_BYTES, "serialized", release="sender"),
+        Protocol(
+            "mpich",
+            MPICH_UCX_RNDV_THRESH_BYTES,
+            "partial",
+            MPICH_UCX_DUPLEX_RATIO,
+            release="sender",
+        ),
+        Protocol("mpich-duplex", None, "serialized", release="sender"),
     )
 }
 
 #: The base of a spec that names no preset: everything eager until keys say otherwise.
 CUSTOM = "custom"
-KEYS: tuple[str, ...] = ("eager", "exchange", "duplex")
+KEYS: tuple[str, ...] = ("eager", "exchange", "duplex", "release")
 
 
 def parse_protocol(spec: str) -> Protocol:
     """A protocol from ``NAME`` or ``NAME:key=value,...`` (keys ``eager``, ``exchange``,
-    ``duplex``).
+    ``duplex``, ``release``).
 
     ``NAME`` is a preset of :data:`PROTOCOLS` or ``custom`` (everything eager,
     concurrent); ``eager`` is a byte count or ``inf``; ``duplex`` (a number in
@@ -225,8 +255,9 @@ def parse_protocol(spec: str) -> Protocol:
     when ``exchange`` changes it to another kind.  Raises
     :class:`~sdnmpi.errors.ConfigError` naming an unknown name, key or bad value.
 
-    >>> parse_protocol("openmpi:eager=1048576")
-    Protocol(name='openmpi', eager_limit_bytes=1048576, exchange='serialized', duplex=None)
+    >>> parse_protocol("openmpi:eager=1048576")  # doctest: +NORMALIZE_WHITESPACE
+    Protocol(name='openmpi', eager_limit_bytes=1048576, exchange='serialized',
+             duplex=None, release='sender')
     >>> parse_protocol("custom:eager=65536,exchange=serialized").spec
     'custom:eager=65536,exchange=serialized'
     """
@@ -248,12 +279,18 @@ def parse_protocol(spec: str) -> Protocol:
     duplex = base.duplex if exchange == "partial" else None
     if "duplex" in values:
         duplex = _duplex(values["duplex"], spec)
+    release = values.get("release", base.release)
+    if release not in RELEASES:
+        raise ConfigError(
+            f"protocol spec {spec!r}: release {release!r} (want one of {', '.join(RELEASES)})"
+        )
     try:
         return replace(
             base,
             eager_limit_bytes=eager,
             exchange=exchange,  # type: ignore[arg-type]
             duplex=duplex,
+            release=release,  # type: ignore[arg-type]
         )
     except ConfigError as exc:
         raise ConfigError(f"protocol spec {spec!r}: {exc}") from None

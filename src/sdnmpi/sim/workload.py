@@ -10,8 +10,9 @@ occurrence of a phase is a *step* (a phase with ``repeat`` r gives r consecutive
 steps).  A rank takes part in a step when it sends or receives a flow in it.
 The flow a->b of step s is released when rank a has completed every flow it
 sent or received in its previous step (the latest earlier step in which it took
-part) and rank b likewise; the flows of a rank's first step are released at
-time 0.  This is the usual dependency of a bulk-synchronous MPI code whose steps
+part) and rank b likewise (unless the protocol sends it eagerly with
+``release="sender"``: then rank a alone); the flows of a rank's first step are
+released at time 0.  This is the usual dependency of a bulk-synchronous MPI code whose steps
 end with a wait on all their requests, without a global barrier.  Cells between
 two ranks on the same host are not flows (``Demands`` drops them), so they are
 free and synchronize nothing.
@@ -428,8 +429,10 @@ def rank_steps(
 ) -> Steps:
     """Unroll the phases (each repeat is a step) and link each flow to its ranks' last steps.
 
-    With a ``protocol`` that serializes exchanges, the reverse direction of each
-    serialized exchange of a step also waits for the forward one
+    With a ``protocol`` whose ``release`` is ``"sender"``, an eager flow waits for
+    its sender's previous step only (the message leaves when its sender gets there;
+    :mod:`sdnmpi.sim.protocol`).  With a ``protocol`` that serializes exchanges,
+    the reverse direction of each serialized exchange of a step also waits for the forward one
     (:func:`exchange_deps`).  Raises :class:`ConfigError` when the unrolled
     workload would exceed ``max_flows``.
     """
@@ -446,6 +449,11 @@ def rank_steps(
     step = np.repeat(np.arange(step_phase.size, dtype=np.int64), counts[step_phase])
     src, dst = workload.src_rank[flow], workload.dst_rank[flow]
     deps = _rank_groups(src, dst, step, step_phase.size)
+    if protocol is not None and protocol.release == "sender":
+        eager = ~workload.rendezvous(protocol)[flow]
+        wait = deps.wait.copy()
+        wait[eager, 1] = -1  # the receiver's previous step: an eager message does not wait
+        deps = Dependencies(deps.member, wait, deps.ngroups)
     if protocol is not None and protocol.serializes:
         extra = exchange_deps(src, dst, step, workload.serialized(protocol)[flow], rng)
         deps = deps.merged(extra) if extra.ngroups else deps
