@@ -147,6 +147,49 @@ def test_finish_before_routes_and_finish_removes_only_its_job(service: ManagerSe
     assert set(fabric.held) == {2}
 
 
+class Killed(BaseException):
+    """The manager process dies here (not an error any caller handles)."""
+
+
+def test_a_manager_killed_while_finishing_never_reinstalls_the_job(
+    service: ManagerService, fabric, store: Store, clock: FakeClock
+):
+    """Killed right after the controller removed the routes, before the call returned:
+    the restarted manager's reconcile leaves the finished job without routes."""
+    run_job(service, 1, ["h1", "h5"])
+    real_remove = fabric.remove
+
+    def remove_then_die(job_id: int) -> None:
+        real_remove(job_id)
+        raise Killed
+
+    fabric.remove = remove_then_die
+    with pytest.raises(Killed):
+        service.finish_job(SCHED, 1)
+    fabric.remove = real_remove
+    restarted = ManagerService(store, fabric, clock)
+    restarted.reconcile()
+    assert 1 not in fabric.held
+    assert restarted.get_job(SCHED, 1).state is JobState.FINISHED
+
+
+def test_a_manager_killed_before_removing_removes_at_reconcile(
+    service: ManagerService, fabric, store: Store, clock: FakeClock
+):
+    run_job(service, 1, ["h1", "h5"])
+
+    def die(job_id: int) -> None:
+        raise Killed
+
+    real_remove, fabric.remove = fabric.remove, die
+    with pytest.raises(Killed):
+        service.finish_job(SCHED, 1)
+    fabric.remove = real_remove
+    assert 1 in fabric.held  # the routes outlived the manager...
+    ManagerService(store, fabric, clock).reconcile()
+    assert 1 not in fabric.held  # ...until it came back
+
+
 def test_set_job_pattern_reinstalls(service: ManagerService, fabric):
     run_job(service, 7, ["h1", "h2", "h5", "h6"])
     flipped = pairs_pattern(4)

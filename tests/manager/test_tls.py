@@ -52,6 +52,7 @@ def tls_server(sock_dir: Path, fabric, tls_files) -> Iterator[tuple[str, Path]]:
     cert, key = tls_files
     tokens = sock_dir / "tokens"
     tokens.write_text(f"# who may call over TCP\n{SCHED_TOKEN} scheduler\n{ALICE_TOKEN} 1000\n")
+    tokens.chmod(0o600)
     address = f"localhost:{free_port()}"
     service = ManagerService(MemoryStore(), fabric, time.time)
     server = ManagerServer(
@@ -85,6 +86,7 @@ def test_tokens_name_the_caller(tls_server):
 def test_token_file_errors(tmp_path: Path):
     bad = tmp_path / "tokens"
     bad.write_text("short 1000\n")
+    bad.chmod(0o600)
     with pytest.raises(ConfigError, match="shorter than 16"):
         load_tokens(bad)
     bad.write_text(f"{SCHED_TOKEN} root\n")
@@ -92,3 +94,16 @@ def test_token_file_errors(tmp_path: Path):
         load_tokens(bad)
     with pytest.raises(ConfigError, match="missing"):
         load_tokens(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o620, 0o602])
+def test_a_token_file_others_may_read_or_change_is_refused(tmp_path: Path, mode: int):
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{ALICE_TOKEN} 1000\n")
+    tokens.chmod(mode)
+    with pytest.raises(ConfigError, match=f"mode {mode:04o} lets others read or change"):
+        load_tokens(tokens)
+    tokens.chmod(0o640)  # the owner's group may read it (a Slurm group)
+    assert load_tokens(tokens)[ALICE_TOKEN].uid == 1000
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_tokens(tmp_path)

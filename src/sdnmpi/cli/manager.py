@@ -57,10 +57,9 @@ def client(
     """A client of the manager the options name."""
     token = None
     if token_file is not None:
-        try:
-            token = token_file.read_text().strip()
-        except OSError as exc:
-            raise ConfigError(f"--token-file {token_file}: {exc.strerror}") from None
+        from sdnmpi.manager.files import read_secret
+
+        token = read_secret(token_file, "--token-file").strip()
     return ManagerClient(manager or default_target(), tls_ca=tls_ca, token=token)
 
 
@@ -97,11 +96,18 @@ def run_command(
         30.0, "--controller-timeout", help="Seconds to wait for each controller API reply."
     ),
     workers: int = typer.Option(256, "--workers", help="gRPC worker threads."),
+    max_connections: int = typer.Option(
+        512, "--max-connections", min=1, help="Connections to the socket at once, in all."
+    ),
+    max_connections_per_user: int = typer.Option(
+        32, "--max-connections-per-user", min=1, help="Connections at once per uid (not root)."
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
 ) -> None:
     """Serve the gRPC API until SIGTERM."""
     from sdnmpi.core.routing import ROUTERS
     from sdnmpi.manager.controller import ControllerFabric
+    from sdnmpi.manager.peercred import Limits
     from sdnmpi.manager.server import ManagerServer, scheduler_uids
     from sdnmpi.manager.service import ManagerService
     from sdnmpi.manager.store import open_store
@@ -112,6 +118,7 @@ def run_command(
     if router not in ROUTERS:
         raise ConfigError(f"--router {router!r}: known routers are {', '.join(ROUTERS)}")
     tls = _tls(tcp, tls_cert, tls_key, token_file)
+    limits = Limits(connections=max_connections, per_uid=max_connections_per_user)
     scheduler = scheduler_uids(slurm_user)
     store = open_store(db, postgres, busy_timeout_s=busy_timeout_s)
     try:
@@ -129,6 +136,7 @@ def run_command(
             tls=tls,
             workers=workers,
             reconcile_interval_s=reconcile_s,
+            limits=limits,
         )
         server.serve_forever()
     finally:

@@ -15,16 +15,27 @@ removed when the connection closes, before the port can be reused.
 
 ``rewrite`` is a hook that maps the kernel's credentials to the ones recorded;
 tests use it to act as another uid without root.
+
+The proxy is the manager's front door, so no client can shut it: it splices at
+most :attr:`Limits.connections` connections at once and
+:attr:`Limits.per_uid` per uid (the scheduler's root is held only to the
+total), answers one over the limit with a gRPC ``RESOURCE_EXHAUSTED`` that names
+the limit (:func:`refuse`) and closes it, and its accept loop never ends but by
+:meth:`CredentialProxy.stop`: out of file descriptors (``EMFILE``), it sheds
+the waiting connection with a spare descriptor kept for that and backs off.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import socket
 import struct
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +96,35 @@ class PeerTable:
             return len(self._peers)
 
 
+@dataclass(frozen=True)
+class Limits:
+    """How many connections the proxy splices at once."""
+
+    #: In all (each takes two descriptors and two threads).
+    connections: int = 512
+    #: Per uid; root (slurmstepd, the scheduler's side on every node) only counts
+    #: against :attr:`connections`.
+    per_uid: int = 32
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.per_uid <= self.connections:
+            raise ConfigError(
+                f"connection limits: want 1 <= per uid ({self.per_uid}) <= in all "
+                f"({self.connections})"
+            )
+
+
+#: Errors of ``accept`` that say the process or machine is out of something, not
+#: that the socket is gone: shed the connection, wait, go on.
+_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+#: Errors of ``accept`` about the one connection: go on at once.
+_TRANSIENT = frozenset({errno.EINTR, errno.EAGAIN, errno.ECONNABORTED, errno.EPROTO})
+#: Refusals answered at once (each a short thread); more are just closed.
+_MAX_REFUSING = 16
+#: What a refused client is given to send its first request.
+_REFUSE_TIMEOUT_S = 2.0
+
+
 def peer_credentials(conn: socket.socket) -> Peer:
     """SO_PEERCRED of a connected Unix socket."""
     raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
@@ -103,16 +143,25 @@ class CredentialProxy:
         *,
         mode: int = 0o666,
         rewrite: Callable[[Peer], Peer] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.path = Path(path)
         self.upstream = ("127.0.0.1", upstream_port)
         self.table = table
         self.mode = mode
         self.rewrite = rewrite
+        self.limits = limits or Limits()
         self._server: socket.socket | None = None
         self._conns: set[socket.socket] = set()
+        self._open: Counter[int] = Counter()  # uid -> spliced connections
+        self._refusing = 0
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self._spare: int | None = None
+        self._last_warning: dict[str, float] = {}
+        #: Connections refused over a limit, and accept errors survived (for tests).
+        self.refused = 0
+        self.accept_errors = 0
 
     def start(self) -> None:
         """Bind the socket (replacing a stale one) and accept in a thread."""
@@ -131,40 +180,146 @@ class CredentialProxy:
                 f"--socket {self.path}: cannot listen: {exc.strerror or exc}"
             ) from None
         self._server = server
+        self._spare = _open_spare()
         threading.Thread(target=self._accept_loop, name="manager-proxy", daemon=True).start()
 
     def _accept_loop(self) -> None:
-        assert self._server is not None
+        server = self._server
+        assert server is not None
+        backoff = 0.0
         while not self._closed.is_set():
             try:
-                conn, _ = self._server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+                conn, _ = server.accept()
+            except OSError as exc:
+                if self._closed.is_set():
+                    return
+                self.accept_errors += 1
+                if exc.errno in _TRANSIENT:
+                    continue
+                if exc.errno in _EXHAUSTED:
+                    self._shed(server)
+                self._warn("accept", f"proxy: accept on {self.path} failed: {exc}; going on")
+                backoff = min(max(2 * backoff, 0.01), 1.0)
+                self._closed.wait(backoff)
+                continue
+            backoff = 0.0
+            self._admit(conn)
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _shed(self, server: socket.socket) -> None:
+        """Out of descriptors: free the spare one, accept the waiting connection and
+        close it (its client sees the connection closed, not a hang), take the spare
+        back."""
+        if self._spare is not None:
+            os.close(self._spare)
+            self._spare = None
+        with contextlib.suppress(OSError):
+            server.setblocking(False)
+            try:
+                conn, _ = server.accept()
+                conn.close()
+            finally:
+                server.setblocking(True)
+        self._spare = _open_spare()
+
+    def _admit(self, conn: socket.socket) -> None:
+        """Splice ``conn`` if the limits allow it, else refuse it; never raises."""
         try:
             peer = peer_credentials(conn)
             if self.rewrite is not None:
                 peer = self.rewrite(peer)
-            up = socket.create_connection(self.upstream, timeout=5.0)
-            up.settimeout(None)
         except OSError as exc:
-            log.warning("proxy: cannot serve a connection: %s", exc)
+            self._warn("cred", f"proxy: cannot read a connection's credentials: {exc}")
             conn.close()
             return
-        port = int(up.getsockname()[1])
-        self.table.add(port, peer)
         with self._lock:
-            self._conns.update((conn, up))
+            total = sum(self._open.values())
+            if total >= self.limits.connections:
+                why = f"the manager has {total} connections open (limit {self.limits.connections})"
+            elif peer.uid != 0 and self._open[peer.uid] >= self.limits.per_uid:
+                why = (
+                    f"uid {peer.uid} has {self._open[peer.uid]} connections open "
+                    f"(limit {self.limits.per_uid} per user)"
+                )
+            else:
+                why = ""
+                self._open[peer.uid] += 1
+        if why:
+            self._refuse(conn, why)
+            return
         try:
-            self._splice(conn, up)
-        finally:
-            self.table.remove(port)
-            with self._lock:
-                self._conns.difference_update((conn, up))
+            threading.Thread(target=self._serve, args=(conn, peer), daemon=True).start()
+        except RuntimeError as exc:  # no thread to be had
+            self._warn("thread", f"proxy: cannot serve a connection: {exc}")
+            self._release(peer)
             conn.close()
-            up.close()
+
+    def _release(self, peer: Peer) -> None:
+        with self._lock:
+            self._open[peer.uid] -= 1
+            if self._open[peer.uid] <= 0:
+                del self._open[peer.uid]
+
+    def _refuse(self, conn: socket.socket, why: str) -> None:
+        self.refused += 1
+        self._warn("refuse", f"proxy: refused a connection: {why}")
+        with self._lock:
+            answer = self._refusing < _MAX_REFUSING
+            self._refusing += answer
+        if not answer:
+            conn.close()
+            return
+
+        def run() -> None:
+            try:
+                refuse(conn, f"sdnmpi manager: {why}; close some of your connections")
+            finally:
+                conn.close()
+                with self._lock:
+                    self._refusing -= 1
+
+        try:
+            threading.Thread(target=run, name="manager-refuse", daemon=True).start()
+        except RuntimeError:
+            conn.close()
+            with self._lock:
+                self._refusing -= 1
+
+    def _warn(self, key: str, message: str) -> None:
+        """Log ``message``, at most once a second per ``key``: a flood is one line a
+        second, not one per connection."""
+        now = time.monotonic()
+        if now - self._last_warning.get(key, -1e9) >= 1.0:
+            self._last_warning[key] = now
+            log.warning("%s", message)
+
+    def _serve(self, conn: socket.socket, peer: Peer) -> None:
+        try:
+            try:
+                up = socket.create_connection(self.upstream, timeout=5.0)
+                up.settimeout(None)
+            except OSError as exc:
+                self._warn("upstream", f"proxy: cannot serve a connection: {exc}")
+                conn.close()
+                return
+            port = int(up.getsockname()[1])
+            self.table.add(port, peer)
+            with self._lock:
+                self._conns.update((conn, up))
+            try:
+                self._splice(conn, up)
+            finally:
+                self.table.remove(port)
+                with self._lock:
+                    self._conns.difference_update((conn, up))
+                conn.close()
+                up.close()
+        finally:
+            self._release(peer)
+
+    def open_connections(self) -> dict[int, int]:
+        """uid -> connections spliced now."""
+        with self._lock:
+            return dict(self._open)
 
     def _splice(self, a: socket.socket, b: socket.socket) -> None:
         back = threading.Thread(target=_pump, args=(b, a), daemon=True)
@@ -180,6 +335,10 @@ class CredentialProxy:
                 self._server.shutdown(socket.SHUT_RDWR)  # wakes the accept loop
             self._server.close()
             self.path.unlink(missing_ok=True)
+        if self._spare is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._spare)
+            self._spare = None
         with self._lock:
             conns = list(self._conns)
         for c in conns:
@@ -199,3 +358,140 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
         pass
     with contextlib.suppress(OSError):
         dst.shutdown(socket.SHUT_WR)
+
+
+def raise_nofile(limits: Limits, reserve: int = 256) -> int:
+    """Raise this process's soft ``RLIMIT_NOFILE`` toward what ``limits`` need (two
+    descriptors per spliced connection, ``reserve`` for the store, the gRPC server and
+    the controller); never above the hard limit, which only root raises.  A hard limit
+    too low is logged.  Returns the soft limit now."""
+    import resource
+
+    need = 2 * limits.connections + reserve
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    top = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    if soft != resource.RLIM_INFINITY and soft < top:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (top, hard))
+            soft = top
+    if soft != resource.RLIM_INFINITY and soft < need:
+        log.warning(
+            "open files limited to %d, %d wanted for %d connections: the proxy will shed "
+            "connections when it runs out (raise LimitNOFILE or ulimit -n)",
+            soft, need, limits.connections,
+        )  # fmt: skip
+    return int(soft)
+
+
+def _open_spare() -> int | None:
+    """A descriptor held in reserve for :meth:`CredentialProxy._shed`."""
+    try:
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+# -- refusing a gRPC client with a status ------------------------------------------------
+
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+_HEADERS, _SETTINGS, _GOAWAY = 0x1, 0x4, 0x7
+_END_STREAM, _END_HEADERS, _ACK = 0x1, 0x4, 0x1
+#: gRPC's RESOURCE_EXHAUSTED.
+_RESOURCE_EXHAUSTED = 8
+
+
+def _frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
+    """One HTTP/2 frame (RFC 9113 section 4.1).
+
+    >>> _frame(0x4, 0x1, 0, b"").hex()
+    '000000040100000000'
+    """
+    return (
+        len(payload).to_bytes(3, "big") + bytes((kind, flags)) + stream.to_bytes(4, "big") + payload
+    )
+
+
+def _hpack_int(n: int, prefix_bits: int) -> bytes:
+    """An HPACK integer with a ``prefix_bits`` prefix (RFC 7541 section 5.1).
+
+    >>> _hpack_int(10, 5).hex(), _hpack_int(1337, 5).hex()
+    ('0a', '1f9a0a')
+    """
+    top = (1 << prefix_bits) - 1
+    if n < top:
+        return bytes((n,))
+    out, n = [top], n - top
+    while n >= 128:
+        out.append((n & 127) | 128)
+        n >>= 7
+    return bytes((*out, n))
+
+
+def _hpack_literal(name: bytes, value: bytes) -> bytes:
+    """A header field, literal without indexing, no Huffman (RFC 7541 section 6.2.2)."""
+    return b"\x00" + _hpack_int(len(name), 7) + name + _hpack_int(len(value), 7) + value
+
+
+def grpc_error_response(stream: int, status: int, message: str) -> bytes:
+    """A trailers-only gRPC response on ``stream``: ``:status 200`` (the static table's
+    entry 8), the content type, ``grpc-status`` and ``grpc-message`` (percent-encoded
+    as gRPC asks), ending the stream.
+
+    >>> grpc_error_response(1, 8, "50% full").endswith(b"50%25 full")
+    True
+    """
+    text = "".join(c if " " <= c <= "~" and c != "%" else f"%{ord(c):02X}" for c in message)
+    block = (
+        b"\x88"
+        + _hpack_literal(b"content-type", b"application/grpc")
+        + _hpack_literal(b"grpc-status", str(status).encode())
+        + _hpack_literal(b"grpc-message", text.encode("ascii", "replace"))
+    )
+    return _frame(_HEADERS, _END_STREAM | _END_HEADERS, stream, block)
+
+
+def refuse(conn: socket.socket, message: str, timeout_s: float = _REFUSE_TIMEOUT_S) -> bool:
+    """Answer a gRPC client's first call on ``conn`` with ``RESOURCE_EXHAUSTED`` and
+    ``message``, then say goodbye (GOAWAY): what the client's stub raises, instead of a
+    closed connection that looks like a manager that is down.  Speaks only as much
+    HTTP/2 as that takes: the server's SETTINGS, the ACK of the client's, the answer.
+    False if the client did not send a call within ``timeout_s`` (or is not gRPC)."""
+    deadline = time.monotonic() + timeout_s
+    buf = b""
+
+    def need(n: int) -> bool:
+        nonlocal buf
+        while len(buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            conn.settimeout(left)
+            chunk = conn.recv(4096)
+            if not chunk:
+                return False
+            buf += chunk
+        return True
+
+    try:
+        if not need(len(_PREFACE)) or not buf.startswith(_PREFACE):
+            return False
+        buf = buf[len(_PREFACE) :]
+        conn.sendall(_frame(_SETTINGS, 0, 0, b""))
+        for _ in range(64):  # frames before the first HEADERS: a handful at most
+            if not need(9):
+                return False
+            length = int.from_bytes(buf[:3], "big")
+            kind, flags = buf[3], buf[4]
+            stream = int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+            if length > 1 << 16 or not need(9 + length):
+                return False
+            buf = buf[9 + length :]
+            if kind == _SETTINGS and not flags & _ACK:
+                conn.sendall(_frame(_SETTINGS, _ACK, 0, b""))
+            elif kind == _HEADERS and stream:
+                goaway = _frame(_GOAWAY, 0, 0, stream.to_bytes(4, "big") + bytes(4))
+                conn.sendall(grpc_error_response(stream, _RESOURCE_EXHAUSTED, message) + goaway)
+                return True
+        return False
+    except OSError:
+        return False

@@ -34,7 +34,8 @@ from sdnmpi.manager.grpcapi import (
     TokenIdentity,
 )
 from sdnmpi.manager.model import Caller
-from sdnmpi.manager.peercred import CredentialProxy, Peer, PeerTable
+from sdnmpi.manager.files import read_secret
+from sdnmpi.manager.peercred import CredentialProxy, Limits, Peer, PeerTable, raise_nofile
 from sdnmpi.manager.service import ManagerService
 from sdnmpi.wire import manager_pb2_grpc as pb_grpc
 
@@ -72,10 +73,7 @@ def scheduler_uids(slurm_user: str | None) -> frozenset[int]:
 
 def load_tokens(path: Path) -> dict[str, Caller]:
     """``TOKEN UID`` or ``TOKEN scheduler`` per line -> the caller each token stands for."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise ConfigError(f"--token-file {path}: {exc.strerror}") from None
+    lines = read_secret(path, "--token-file").splitlines()
     out: dict[str, Caller] = {}
     for number, line in enumerate(lines, 1):
         words = line.split("#", 1)[0].split()
@@ -105,8 +103,10 @@ class ManagerServer:
         workers: int = 256,
         reconcile_interval_s: float = 30.0,
         rewrite: Callable[[Peer], Peer] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.service = service
+        self.limits = limits or Limits()
         self.socket_path = Path(socket_path)
         self.scheduler = scheduler
         self.tls = tls
@@ -140,6 +140,7 @@ class ManagerServer:
             raise
 
     def _start(self) -> None:
+        raise_nofile(self.limits)
         self.reconcile()
         local = self._grpc_server(PeerIdentity(self.table, self.scheduler))
         self.port = local.add_insecure_port("127.0.0.1:0")
@@ -154,9 +155,13 @@ class ManagerServer:
 
     def add_socket(self, path: str | Path, rewrite: Callable[[Peer], Peer] | None = None) -> None:
         """Another public Unix socket into the same server (tests map it to another uid)."""
-        proxy = CredentialProxy(path, self.port, self.table, rewrite=rewrite)
+        proxy = CredentialProxy(path, self.port, self.table, rewrite=rewrite, limits=self.limits)
         proxy.start()
         self._proxies.append(proxy)
+
+    def proxy(self, path: str | Path) -> CredentialProxy:
+        """The proxy of socket ``path``."""
+        return next(p for p in self._proxies if p.path == Path(path))
 
     def _start_tls(self, tls: TlsListener) -> None:
         tokens = load_tokens(tls.token_file)

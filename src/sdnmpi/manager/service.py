@@ -198,21 +198,26 @@ class ManagerService:
         return self._route_if_ready(job)
 
     def finish_job(self, caller: Caller, job_id: int) -> Job:
-        """The job ended: remove exactly its routes (a finished job is left as it is)."""
+        """The job ended: remove exactly its routes (a finished job is left as it is).
+
+        The store says FINISHED before the controller is asked to remove anything:
+        a manager killed in between restarts with a finished job whose routes
+        :meth:`reconcile` removes (it removes every job the controller holds that
+        the store does not know as routed), never one it would route again."""
         job = self._owned(caller, job_id)
         if job.state is JobState.FINISHED:
             return job
-        detail = job.detail
-        if job.state in (JobState.ROUTED, JobState.STARTING):
+        held = job.state in (JobState.ROUTED, JobState.STARTING)
+        job = dataclasses.replace(job, state=JobState.FINISHED, finished_s=self.clock())
+        self.store.save_job(job)
+        if held:
             try:
                 self.fabric.remove(job_id)
             except SdnMpiError as exc:
                 detail = f"route removal failed ({exc}); retried at the next reconcile"
                 log.warning("job %d: %s", job_id, detail)
-        job = dataclasses.replace(
-            job, state=JobState.FINISHED, finished_s=self.clock(), detail=detail
-        )
-        self.store.save_job(job)
+                job = dataclasses.replace(job, detail=detail)
+                self.store.save_job(job)
         log.info("job %d finished", job_id)
         return job
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from sdnmpi.errors import StoreError
+from sdnmpi.manager.files import private_database
 from sdnmpi.manager.model import Install, Job, JobState, Process, RoutePair, StoredPattern
 
 P = ParamSpec("P")
@@ -120,6 +121,7 @@ class SqliteStore:
         self.path = str(path)
         self.busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
+        private_database(self.path)
         try:
             self._db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s
