@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import os
-import resource
 import socket
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from sdnmpi.errors import ConfigError
 from sdnmpi.manager.client import ManagerClient
 from sdnmpi.manager.fake import FakeControllerFabric
 from sdnmpi.manager.model import Kind, ManagerError
@@ -25,7 +25,6 @@ from sdnmpi.manager.peercred import CredentialProxy, Limits, Peer, PeerTable, re
 from sdnmpi.manager.server import ManagerServer
 from sdnmpi.manager.service import ManagerService
 from sdnmpi.manager.sqlite import SqliteStore
-from sdnmpi.errors import ConfigError
 
 ALICE, BOB = 1000, 1001
 
@@ -75,9 +74,11 @@ def test_a_user_over_the_limit_is_told_so_and_others_still_get_in(manager, sock_
     held = [connect(sock_dir / "alice.sock") for _ in range(2)]
     alice = manager.proxy(sock_dir / "alice.sock")
     assert wait_until(lambda: alice.open_connections() == {ALICE: 2})
-    with ManagerClient(str(sock_dir / "alice.sock"), timeout_s=5) as c:
-        with pytest.raises(ManagerError) as exc:
-            c.list_jobs()
+    with (
+        ManagerClient(str(sock_dir / "alice.sock"), timeout_s=5) as c,
+        pytest.raises(ManagerError) as exc,
+    ):
+        c.list_jobs()
     assert exc.value.kind is Kind.RESOURCE_EXHAUSTED
     assert "uid 1000 has 2 connections open (limit 2 per user)" in str(exc.value)
     assert alice.refused >= 1
@@ -94,9 +95,11 @@ def test_root_counts_only_against_the_total(manager, sock_dir):
     root = manager.proxy(sock_dir / "root.sock")
     held = [connect(sock_dir / "root.sock") for _ in range(6)]
     assert wait_until(lambda: root.open_connections() == {0: 6})
-    with ManagerClient(str(sock_dir / "root.sock"), timeout_s=5) as c:
-        with pytest.raises(ManagerError, match="has 6 connections open \\(limit 6\\)"):
-            c.list_jobs()
+    with (
+        ManagerClient(str(sock_dir / "root.sock"), timeout_s=5) as c,
+        pytest.raises(ManagerError, match="has 6 connections open \\(limit 6\\)"),
+    ):
+        c.list_jobs()
     for s in held:
         s.close()
     assert wait_until(lambda: root.open_connections() == {})
@@ -167,7 +170,8 @@ def test_flood_of_silent_connections_is_refused_and_closed(tmp_path: Path):
 
 PROXY_CHILD = textwrap.dedent(
     """
-    import socket, sys, time
+    import resource, socket, sys, time
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
     from sdnmpi.manager.peercred import CredentialProxy, Limits, PeerTable
     from tests.manager.test_proxy_limits import echo_server
     up = echo_server()
@@ -187,12 +191,9 @@ def test_the_accept_loop_survives_running_out_of_descriptors(tmp_path: Path):
     runs out); once they are closed, a new connection is spliced again."""
     sock = tmp_path / "p.sock"
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-
     child = subprocess.Popen(
         [sys.executable, "-c", PROXY_CHILD, str(sock)], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, text=True, preexec_fn=limit, env={**os.environ},
+        stdout=subprocess.PIPE, text=True, env={**os.environ},
     )  # fmt: skip
     try:
         assert child.stdout is not None and child.stdin is not None

@@ -26,6 +26,7 @@ from typing import Any
 import grpc
 
 from sdnmpi.errors import ConfigError, SdnMpiError
+from sdnmpi.manager.files import read_secret
 from sdnmpi.manager.grpcapi import (
     MAX_MESSAGE_BYTES,
     Identity,
@@ -34,7 +35,6 @@ from sdnmpi.manager.grpcapi import (
     TokenIdentity,
 )
 from sdnmpi.manager.model import Caller
-from sdnmpi.manager.files import read_secret
 from sdnmpi.manager.peercred import CredentialProxy, Limits, Peer, PeerTable, raise_nofile
 from sdnmpi.manager.service import ManagerService
 from sdnmpi.wire import manager_pb2_grpc as pb_grpc
