@@ -137,6 +137,11 @@ def _netsa_matrix(path: Path, matrix_id: str) -> Pattern:
     return matrices[0]
 
 
+def pattern_format_of(path: Path) -> str:
+    """The pattern format ``path``'s name says (``json``, ``netsa`` or ``pfprof``)."""
+    return _format_from_suffix(path, ("json", "netsa", "pfprof"))
+
+
 def save_pattern(pattern: Pattern, path: str | Path, fmt: str | None = None) -> None:
     """Write a pattern as ``json``, ``netsa`` (XML) or ``pfprof`` (trace)."""
     path = Path(path)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from sdnmpi.cli.output import output_file, written
 from sdnmpi.emu.calibrate import calibrate as run_calibration
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.errors import ConfigError
@@ -32,6 +33,7 @@ def calibrate(
     sdnmpi.sim.calibration).  Root: brings up its own small fabric and removes it."""
     if os.geteuid() != 0:
         raise ConfigError("sdnmpi calibrate needs root (it brings up an emulated fabric)")
+    output_file(out, "--out")  # before minutes of measuring
     flavours = tuple(f.strip() for f in mpi.split(",") if f.strip())
     cal = run_calibration(
         link_scale,
@@ -40,7 +42,8 @@ def calibrate(
         state_root=state_root,
         progress=lambda msg: print(f"sdnmpi calibrate: {msg}", file=sys.stderr, flush=True),
     )
-    cal.save(out)
+    with written(out, "--out") as tmp:
+        cal.save(tmp)
     limits = ", ".join(f"{k} {v} B" for k, v in cal.eager_limits.items()) or "none measured"
     typer.echo(
         f"goodput {cal.goodput:.3f}, arc latency {(cal.arc_latency_s or 0) * 1e6:.0f} us, "

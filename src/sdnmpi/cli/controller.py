@@ -111,6 +111,9 @@ def plot_stats_command(
     top: int = typer.Option(12, "--top", help="Plot the ports with the highest peak rate."),
 ) -> None:
     """Plot per-port throughput (received bit/s) over time to a PNG."""
+    from sdnmpi.cli.output import output_file, written
+
+    output_file(output, "--output")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -135,6 +138,7 @@ def plot_stats_command(
     ax.set_title(f"port throughput: {stats_file.name}")
     ax.legend(fontsize="small", ncol=2)
     fig.tight_layout()
-    fig.savefig(output, dpi=100)
+    with written(output, "--output") as tmp:
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
     typer.echo(f"wrote {output} ({len(peak)} ports)")

@@ -13,6 +13,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from sdnmpi import catalog, evaluation
+from sdnmpi.cli.output import output_dir, writing
 from sdnmpi.core.routing import ROUTERS
 from sdnmpi.core.routing import info as router_info
 from sdnmpi.errors import ConfigError
@@ -65,6 +66,9 @@ def evaluate(
         timeline=timeline is not None,
         protocol=parse_protocol(protocol),
     )
+    for where, option in ((plot, "--plot"), (timeline, "--timeline")):
+        if where is not None:
+            output_dir(where, option)  # before the simulations, not after
     topo = catalog.load_topology(topology)
     results: list[evaluation.RouterResult] = []
     with Progress(
@@ -89,11 +93,13 @@ def evaluate(
     if plot is not None:
         from sdnmpi.report.evaluation import write_plots
 
-        doc["plots"] = [str(p) for p in write_plots(results, topo, plot)]
+        with writing("--plot", plot):
+            doc["plots"] = [str(p) for p in write_plots(results, topo, plot)]
     if timeline is not None:
         from sdnmpi.report.evaluation import write_timelines
 
-        doc["timelines"] = [str(p) for p in write_timelines(results, timeline)]
+        with writing("--timeline", timeline):
+            doc["timelines"] = [str(p) for p in write_timelines(results, timeline)]
     if as_json:
         typer.echo(json.dumps(doc, indent=1))
     else:

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sdnmpi import catalog
+from sdnmpi.cli.output import output_file, written
 from sdnmpi.cli.units import size
 from sdnmpi.core import classify as netsa_classify
 from sdnmpi.core import placement as placements
@@ -93,13 +94,22 @@ def show(
     seed: int = SEED_OPT,
 ) -> None:
     """Totals, phases, heaviest pairs, and optionally a heat map."""
+    if plot is not None:
+        output_file(plot, "--plot")
     pattern = catalog.load_pattern(spec, side=_side(side))
     pattern = _aggregate(pattern, HostOptions(topology, placement, ranks_per_host, seed))
     summary = pattern_summary(pattern, source=spec, top=top)
     if plot is not None:
-        from sdnmpi.report.heatmap import pattern_heatmap
+        from sdnmpi.report.heatmap import MAX_DENSE, pattern_heatmap
 
-        summary["plot"] = str(pattern_heatmap(pattern, plot))
+        if pattern.nprocs > MAX_DENSE:
+            raise ConfigError(
+                f"--plot: {pattern.nprocs} endpoints are too many for a heat map "
+                f"(at most {MAX_DENSE})"
+            )
+        with written(plot, "--plot") as tmp:
+            pattern_heatmap(pattern, tmp)
+        summary["plot"] = str(plot)
     if as_json:
         typer.echo(json.dumps(summary, indent=1))
         return
@@ -135,12 +145,15 @@ def convert(
     The replay format (docs/replay-format.md) is the input of the MPI replayer
     sdnmpi-replay (csrc/replay); it takes rank-level patterns only.
     """
+    output_file(output, "OUT")
+    fmt = _save_format(output, fmt)
     pattern = catalog.load_pattern(source, side=_side(side))
     pattern = _aggregate(pattern, HostOptions(topology, placement, ranks_per_host, seed))
     if classify:
         thresholds = netsa_classify.Thresholds(bandwidth_threshold, latency_threshold, max_hops)
         pattern = netsa_classify.classify(pattern, thresholds)
-    _save(pattern, output, fmt)
+    with written(output, "OUT") as tmp:
+        _save(pattern, tmp, fmt)
     console.print(
         f"wrote {output}: {pattern.name}, {pattern.nprocs} endpoints, {len(pattern.phases)} phases",
         highlight=False,
@@ -150,11 +163,20 @@ def convert(
 PATTERN_FORMATS = ("json", "netsa", "pfprof", "replay")
 
 
-def _save(pattern: Pattern, output: Path, fmt: str | None) -> None:
-    """Write ``pattern`` in ``fmt``, or in the format OUT's suffix names."""
+def _save_format(output: Path, fmt: str | None) -> str:
+    """``fmt``, or the format OUT's suffix names (checked before any work)."""
     if fmt is not None and fmt not in PATTERN_FORMATS:
         raise ConfigError(f"unknown pattern format {fmt!r} (want {', '.join(PATTERN_FORMATS)})")
-    if fmt == "replay" or (fmt is None and output.name.lower().endswith(replay.SUFFIX)):
+    if fmt is not None:
+        return fmt
+    if output.name.lower().endswith(replay.SUFFIX):
+        return "replay"
+    return catalog.pattern_format_of(output)
+
+
+def _save(pattern: Pattern, output: Path, fmt: str) -> None:
+    """Write ``pattern`` to ``output`` in ``fmt``."""
+    if fmt == "replay":
         replay.save_replay(pattern, output)
         return
     catalog.save_pattern(pattern, output, fmt)
@@ -303,10 +325,8 @@ def get(
     if output is None:
         typer.echo(stored.json.decode(), nl=False)
         return
-    try:
-        output.write_bytes(stored.json)
-    except OSError as exc:
-        raise ConfigError(f"{output}: {exc.strerror}") from None
+    with written(output, "--output") as tmp:
+        tmp.write_bytes(stored.json)
     console.print(f"wrote {output}: {name}, sha256 {stored.info.sha256[:12]}", highlight=False)
 
 

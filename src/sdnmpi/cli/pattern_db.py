@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 
 from sdnmpi import catalog
+from sdnmpi.cli.output import output_file, written
 from sdnmpi.cli.pattern import MANAGER_OPT, app
 from sdnmpi.controller import switch_record
 from sdnmpi.errors import ConfigError
@@ -75,6 +76,9 @@ def record(
 
     if (trace is None) == (hosts is None):
         raise ConfigError("give either --trace DIR or --hosts H1,H2,... (with --controller-api)")
+    if output is not None:
+        output_file(output, "--output")
+        catalog.pattern_format_of(output)
     if trace is not None:
         if not sdnmpitrace.is_sdnmpi_trace(trace):
             raise ConfigError(f"--trace {trace}: not a directory of sdnmpi-trace-<rank>.jsonl")
@@ -86,7 +90,9 @@ def record(
         pattern = switch_record.record(controller_api, names, duration_s, name)
         source = f"switch counters of {len(names)} hosts over {duration_s:g} s"
     if output is not None:
-        catalog.save_pattern(pattern, output)
+        fmt = catalog.pattern_format_of(output)
+        with written(output, "--output") as tmp:
+            catalog.save_pattern(pattern, tmp, fmt)
         console.print(f"wrote {output}: {pattern.nprocs} ranks, from {source}", highlight=False)
         return
     with tempfile.TemporaryDirectory(prefix="sdnmpi-record-") as tmp:

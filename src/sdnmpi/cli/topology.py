@@ -11,8 +11,10 @@ from rich.console import Console
 from rich.table import Table
 
 from sdnmpi import catalog
+from sdnmpi.cli.output import output_file, written
 from sdnmpi.cli.units import bps
 from sdnmpi.core.summary import topology_summary
+from sdnmpi.errors import ConfigError
 
 app = typer.Typer(help="Topologies: presets, GraphML and JSON files.", no_args_is_help=True)
 console = Console(emoji=False)
@@ -40,19 +42,48 @@ def show(
 @app.command("export")
 def export(
     spec: str = typer.Argument(..., help="A preset name or a topology file."),
-    fmt: str = typer.Option("graphml", "--format", "-f", help="graphml or json."),
+    fmt: str | None = typer.Option(
+        None, "--format", "-f", help="graphml or json (default: from --output, else graphml)."
+    ),
     output: Path | None = typer.Option(
         None, "--output", "-o", help="File to write (default: stdout)."
     ),
 ) -> None:
     """Write a topology as GraphML (pfsim-compatible) or sdnmpi JSON."""
+    fmt = _export_format(fmt, output)
+    if output is not None:
+        output_file(output, "--output")
     topo = catalog.load_topology(spec)
     text = catalog.topology_text(topo, fmt)
     if output is None:
         typer.echo(text, nl=False)
-    else:
-        output.write_text(text)
-        console.print(f"wrote {output} ({fmt})", highlight=False)
+        return
+    with written(output, "--output") as tmp:
+        tmp.write_text(text)
+    console.print(f"wrote {output} ({fmt})", highlight=False)
+
+
+TOPOLOGY_FORMATS = ("graphml", "json")
+
+
+def _export_format(fmt: str | None, output: Path | None) -> str:
+    """``--format``, or the one ``--output``'s name says (``.json``, ``.graphml``);
+    GraphML when neither says; an error when they disagree."""
+    if fmt is not None and fmt not in TOPOLOGY_FORMATS:
+        raise ConfigError(f"--format {fmt!r}: want one of {', '.join(TOPOLOGY_FORMATS)}")
+    named = None
+    if output is not None:
+        name = output.name.lower()
+        named = (
+            "json"
+            if name.endswith(".json")
+            else "graphml"
+            if name.endswith((".graphml", ".xml"))
+            else None
+        )
+    if fmt is not None and named is not None and fmt != named:
+        raise ConfigError(f"--format {fmt} but --output {output} is named as {named}")
+    return fmt or named or "graphml"
 
 
 @app.command("list")
