@@ -83,3 +83,18 @@ def test_output_checks(tmp_path: Path):
     (tmp_path / "f").write_text("")
     with pytest.raises(ConfigError, match="exists and is not a directory"):
         output_dir(tmp_path / "f", "--plot")
+
+
+def test_names_with_brackets_are_printed_as_written(capsys, tmp_path: Path):
+    """Rich read ``[...]`` in a name as markup: ``[/x]`` raised MarkupError (a
+    traceback) and ``[bold]`` vanished.  The command line prints text, not markup."""
+    from sdnmpi import catalog
+    from sdnmpi.core.pattern import Pattern, Phase
+
+    name = "evil[/x] [bold]job"
+    pattern = Pattern(name, 2, (Phase.from_cells("p[1]", [(0, 1, 100)]),))
+    path = tmp_path / "p.json"
+    catalog.save_pattern(pattern, path)
+    code, out, err = run(capsys, "pattern", "show", str(path))
+    assert code == 0, err
+    assert name in out and "p[1]" in out

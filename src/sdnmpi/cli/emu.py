@@ -24,8 +24,8 @@ app = typer.Typer(
     help="An emulated cluster: host namespaces, a private Open vSwitch, shaped veth links.",
     no_args_is_help=True,
 )
-console = Console(emoji=False)
-err_console = Console(stderr=True, emoji=False)
+console = Console(emoji=False, markup=False)
+err_console = Console(stderr=True, emoji=False, markup=False)
 
 NAME = typer.Option("default", "--name", help="Fabric name (several fabrics can be defined).")
 STATE_ROOT = typer.Option(
@@ -84,7 +84,7 @@ def up_command(
         tcp_congestion=None if tcp_congestion == "kernel" else tcp_congestion,
     )
     console.print(
-        f"fabric [bold]{plan.name}[/bold] up: {len(plan.hosts)} hosts, "
+        f"fabric {plan.name} up: {len(plan.hosts)} hosts, "
         f"{len(plan.bridges)} switches, {len(plan.links)} links (state in {plan.state_dir})",
         highlight=False,
     )
@@ -95,9 +95,9 @@ def down_command(name: str = NAME, state_root: Path = STATE_ROOT, verbose: bool 
     """Remove the fabric: daemons (by pidfile), namespaces, veths, run directory. Idempotent."""
     _logging(verbose)
     if runner.down(name, state_root=state_root):
-        console.print(f"fabric [bold]{name}[/bold] removed", highlight=False)
+        console.print(f"fabric {name} removed", highlight=False)
     else:
-        console.print(f"fabric [bold]{name}[/bold] is not up", highlight=False)
+        console.print(f"fabric {name} is not up", highlight=False)
 
 
 @app.command("status")
@@ -224,7 +224,7 @@ def _mpi_packages(mpi: str) -> str:
 
 def _render(s: dict[str, Any]) -> None:
     console.print(
-        f"fabric [bold]{s['name']}[/bold] ({s['topology']}): "
+        f"fabric {s['name']} ({s['topology']}): "
         f"{'complete' if s['complete'] else 'INCOMPLETE (run down)'}, network {s['network']}, "
         f"controller {s['controller'] or 'none'}, state {s['state_dir']}",
         highlight=False,

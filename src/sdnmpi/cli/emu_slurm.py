@@ -12,7 +12,7 @@ from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.errors import ConfigError
 
 app = typer.Typer(help="A real Slurm on the emulated cluster.", no_args_is_help=True)
-console = Console(emoji=False)
+console = Console(emoji=False, markup=False)
 
 NAME = typer.Option("default", "--name", help="Fabric name.")
 STATE_ROOT = typer.Option(DEFAULT_STATE_ROOT, "--state-dir", help="Fabric state directory.")

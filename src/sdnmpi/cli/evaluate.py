@@ -19,8 +19,8 @@ from sdnmpi.core.routing import info as router_info
 from sdnmpi.errors import ConfigError
 from sdnmpi.sim import PROTOCOLS, parse_protocol
 
-console = Console(emoji=False)
-err_console = Console(stderr=True, emoji=False)
+console = Console(emoji=False, markup=False)
+err_console = Console(stderr=True, emoji=False, markup=False)
 DEFAULT_ROUTERS = "single,ecmp,dmodk,minhop,greedy,ours"
 
 

@@ -20,7 +20,7 @@ from sdnmpi.manager.model import Kind, ManagerError
 from sdnmpi.manager.server import TlsListener
 
 app = typer.Typer(help="The interconnect manager (jobs, routes, pattern database).")
-console = Console(emoji=False)
+console = Console(emoji=False, markup=False)
 
 STATE_NAMES = {1: "CREATED", 2: "STARTING", 3: "ROUTED", 4: "DEFAULT", 5: "FINISHED"}
 

@@ -26,7 +26,7 @@ app = typer.Typer(
     help="Communication patterns: traces, NetSA matrices, collectives, mini-apps.",
     no_args_is_help=True,
 )
-console = Console(emoji=False)
+console = Console(emoji=False, markup=False)
 
 SPEC_HELP = (
     "A file (pfprof trace .tar.gz or directory, NetSA .xml[#ID], sdnmpi .json) or a spec "
@@ -202,7 +202,7 @@ def list_specs(
 def _render(s: dict[str, Any]) -> None:
     unit = "hosts" if s["level"] == "host" else "ranks"
     console.print(
-        f"[bold]{s['name']}[/bold]: {s['nprocs']} {unit}, {s['phase_count']} phases, "
+        f"{s['name']}: {s['nprocs']} {unit}, {s['phase_count']} phases, "
         f"{size(s['total_bytes'])} ({s['total_bytes']:,} bytes) "
         f"in {s['total_messages']:,} messages, "
         f"{s['pairs']} communicating pairs",

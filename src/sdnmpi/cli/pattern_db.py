@@ -22,7 +22,7 @@ from sdnmpi.controller import switch_record
 from sdnmpi.errors import ConfigError
 from sdnmpi.formats import sdnmpitrace
 
-console = Console(stderr=True, emoji=False)
+console = Console(stderr=True, emoji=False, markup=False)
 
 
 @app.command("activate")

@@ -17,7 +17,7 @@ from sdnmpi.core.summary import topology_summary
 from sdnmpi.errors import ConfigError
 
 app = typer.Typer(help="Topologies: presets, GraphML and JSON files.", no_args_is_help=True)
-console = Console(emoji=False)
+console = Console(emoji=False, markup=False)
 
 
 @app.command("show")
@@ -102,7 +102,7 @@ def list_presets() -> None:
 def _render(s: dict[str, Any], links: bool) -> None:
     c = s["counts"]
     console.print(
-        f"[bold]{s['name']}[/bold]: {c['hosts']} hosts ({c['cores']} cores), "
+        f"{s['name']}: {c['hosts']} hosts ({c['cores']} cores), "
         f"{c['switches']} switches, {c['links']} links"
     )
     over = (
