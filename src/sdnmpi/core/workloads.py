@@ -85,6 +85,9 @@ def _collective(name: str, v: dict[str, Any]) -> Pattern:
         raise PatternError(f"{name}: give bytes or count, not both")
     if type_bytes < 1:
         raise PatternError(f"{name}: type_bytes must be >= 1, got {type_bytes}")
+    for key in ("bytes", "count"):
+        if key in v and int(v[key]) < 0:
+            raise PatternError(f"{name}: {key} must be >= 0, got {int(v[key])}")
     count = (
         int(v["count"])
         if "count" in v
