@@ -172,9 +172,12 @@ def make(
         return cyclic(topo, nprocs, ranks_per_host=ranks_per_host, hosts=hosts)
     if strategy == "random":
         return random(topo, nprocs, seed=seed, ranks_per_host=ranks_per_host, hosts=hosts)
-    raise PatternError(
-        f"unknown placement strategy {strategy!r} (known: block, cyclic, random, explicit)"
-    )
+    if strategy == "explicit":
+        raise PatternError(
+            "placement 'explicit' is a rank-to-host map: give it as an MPI host file "
+            "(--placement PATH) or use 'recorded' (a trace's hosts)"
+        )
+    raise PatternError(f"unknown placement strategy {strategy!r} (known: block, cyclic, random)")
 
 
 def to_hosts(pattern: Pattern, placement: Placement, *, keep_local: bool = False) -> Pattern:

@@ -7,19 +7,28 @@ Accepted lines (``#`` starts a comment):
 - ``host slots=N`` (optionally ``max_slots=M``): N slots (Open MPI hostfile).
 
 Ranks fill the lines in order, N consecutive ranks per line, cycling through the
-file again if it has fewer slots than ranks (what ``mpiexec -f`` does); a host
-listed twice gets both lines' ranks.  The host file, not the topology's core
+file again if it has fewer slots than ranks (what ``mpiexec -f`` does; Open MPI
+refuses instead), with a warning naming the hosts that carry more ranks than
+slots; a host listed twice gets both lines' ranks.  The host file, not the topology's core
 counts, decides the slots (as in MPI); every host must exist in the topology.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import logging
 import re
 from pathlib import Path
 
 from sdnmpi.core.placement import Placement
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import FormatError
+
+log = logging.getLogger(__name__)
+
+#: Slots one line may give (a host file is read for at most this many ranks per line).
+MAX_SLOTS = 1 << 20
 
 _LINE = re.compile(r"^(?P<host>[A-Za-z0-9_.\-]+)(?::(?P<n>\d+)|(?P<opts>(?:\s+\w+=\d+)*))\s*$")
 
@@ -51,6 +60,8 @@ def _slots(m: re.Match[str], source: str, lineno: int) -> int:
         slots = int(opts.get("slots", 1))
     if slots < 1:
         raise FormatError(f"{source}:{lineno}: slots must be >= 1")
+    if slots > MAX_SLOTS:
+        raise FormatError(f"{source}:{lineno}: {slots} slots, more than {MAX_SLOTS}")
     return slots
 
 
@@ -58,13 +69,25 @@ def load_hostfile(path: str | Path, topo: Topology, nprocs: int) -> Placement:
     """Place ``nprocs`` ranks as ``mpiexec -f PATH`` would, checked against ``topo``."""
     p = Path(path)
     try:
-        entries = parse_hostfile(p.read_text(), source=str(p))
+        entries = parse_hostfile(p.read_text(encoding="utf-8"), source=str(p))
     except OSError as exc:
         raise FormatError(f"{p}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise FormatError(f"{p}: not a text file (not UTF-8)") from None
     if nprocs < 1:
         raise FormatError(f"{p}: nprocs must be >= 1, got {nprocs}")
-    order = [h for h, n in entries for _ in range(n)]
-    hosts = tuple(order[r % len(order)] for r in range(nprocs))
+    ends = list(itertools.accumulate(n for _, n in entries))  # never expanded per slot
+    hosts = tuple(entries[bisect.bisect_right(ends, r % ends[-1])][0] for r in range(nprocs))
+    if nprocs > ends[-1]:
+        slots: dict[str, int] = {}
+        for h, n in entries:
+            slots[h] = slots.get(h, 0) + n
+        over = sorted(h for h in slots if hosts.count(h) > slots[h])
+        log.warning(
+            "%s: %d slots for %d ranks: cycled through the file as mpiexec -f does, so "
+            "%s carry more ranks than slots (Open MPI would refuse)",
+            p, ends[-1], nprocs, ", ".join(over),
+        )  # fmt: skip
     unknown = sorted({h for h in hosts if not topo.is_host(h)})
     if unknown:
         raise FormatError(f"{p}: unknown host(s) {unknown} in topology {topo.name!r}")
