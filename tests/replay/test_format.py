@@ -27,19 +27,21 @@ def patterns(draw: st.DrawFn) -> Pattern:
     ranks = st.integers(0, nprocs - 1)
     phases = []
     for _ in range(draw(st.integers(0, 4))):
+        repeat = draw(st.one_of(st.integers(1, 5), st.just(replay.MAX_REPEAT)))
+        # a pattern's bytes add up within 2^63-1 (sdnmpi.core.pattern.MAX_TOTAL)
+        big = st.integers(0, 2**40 if repeat <= 5 else 2**20)
         cells = draw(
             st.lists(
                 st.builds(
                     Cell,
                     src=ranks,
                     dst=ranks,
-                    size_bytes=st.one_of(st.integers(0, 5000), st.integers(0, 2**40)),
+                    size_bytes=st.one_of(st.integers(0, 5000), big),
                     messages=st.integers(0, 7),
                 ),
                 max_size=12,
             )
         )
-        repeat = draw(st.one_of(st.integers(1, 5), st.just(replay.MAX_REPEAT)))
         phases.append(Phase.from_cells(draw(texts), cells, repeat=repeat))
     return Pattern(draw(texts), nprocs, tuple(phases), meta={"dropped": True})
 
@@ -107,7 +109,6 @@ def test_host_level_patterns_are_refused() -> None:
 @pytest.mark.parametrize(
     ("pattern", "message"),
     [
-        (Pattern("big", replay.MAX_NPROCS + 1, ()), "1048577 ranks, the replay format allows"),
         (Pattern("r", 2, (Phase.from_cells("p", [(0, 1, 1)], repeat=2**31),)), "repeat 2147483648"),
         (Pattern("a\0b", 1, ()), "NUL character in a name"),
         (Pattern("n", 1, (Phase.from_cells("a\0", []),)), "NUL character in a label"),
@@ -115,13 +116,11 @@ def test_host_level_patterns_are_refused() -> None:
             Pattern("m", 2, (Phase.from_cells("p", [Cell(0, 1, 1, 2**31)]),)),
             "2147483648 messages exceeds",
         ),
-        (
-            Pattern("t", 3, (Phase.from_cells("p", [(0, 1, 2**62), (0, 2, 2**62)]),)),
-            "total size_bytes exceeds",
-        ),
     ],
 )
 def test_limits_of_the_format(pattern: Pattern, message: str) -> None:
+    """(More ranks than the format allows, or bytes that add up past 64 bits: the
+    core refuses such patterns before a writer sees them, tests/core.)"""
     with pytest.raises(PatternError, match=message):
         replay.dumps(pattern)
 

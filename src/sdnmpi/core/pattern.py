@@ -58,10 +58,40 @@ class Cell:
     sizes: Histogram = ()
 
 
+#: Endpoints a pattern may have (what the replay format allows, 8 MiB per
+#: per-endpoint array); the manager holds jobs to fewer (``MAX_NTASKS``).
+MAX_NPROCS = 1 << 20
+#: What one occurrence of a phase's bytes (or messages) may add up to: what a signed
+#: 64-bit integer holds, so merging cells never wraps around (totals over repeats are
+#: Python integers).
+MAX_TOTAL = 2**63 - 1
+
+
+def _total(col: IntArray) -> int:
+    """The exact sum of a column of non-negative int64 (float first: Python ints only
+    when the sum comes near 64 bits)."""
+    if float(col.sum(dtype=np.float64)) < 2**62:
+        return int(col.sum())
+    return sum(int(x) for x in col)
+
+
 def _frozen(values: Iterable[int] | npt.ArrayLike) -> IntArray:
-    arr = np.array(values, dtype=np.int64).reshape(-1)
+    try:
+        arr = np.array(values, dtype=np.int64).reshape(-1)
+    except OverflowError:
+        raise PatternError("a value does not fit in a 64-bit integer") from None
+    except (TypeError, ValueError) as exc:
+        raise PatternError(f"values are not integers: {exc}") from None
     arr.setflags(write=False)
     return arr
+
+
+def check_nprocs(nprocs: int, what: str) -> int:
+    """``nprocs`` if it is 1..:data:`MAX_NPROCS`, else a PatternError naming ``what``
+    (checked before anything is allocated per endpoint)."""
+    if not 1 <= nprocs <= MAX_NPROCS:
+        raise PatternError(f"{what}: nprocs must be 1..{MAX_NPROCS}, got {nprocs}")
+    return nprocs
 
 
 @dataclass(frozen=True, eq=False)
@@ -229,6 +259,13 @@ def _check_columns(
         if col is not None and n and int(col.min()) < 0:
             bad = int(col.min())
             raise PatternError(f"phase {label!r}: negative {name} {bad}")
+    for name, col in (("bytes", b), ("messages", m)):
+        total = _total(col)
+        if total > MAX_TOTAL:
+            raise PatternError(
+                f"phase {label!r}: {name} add up to {total:.3g}, more than 2^63-1 "
+                "(sums of cells must fit in 64 bits)"
+            )
     if k is not None and n and not set(np.unique(k).tolist()) <= set(KIND_NAMES):
         raise PatternError(f"phase {label!r}: unknown cell kind codes {sorted(set(k.tolist()))}")
 
@@ -282,8 +319,8 @@ class Pattern:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.nprocs < 1:
-            raise PatternError(f"pattern {self.name!r}: nprocs must be >= 1, got {self.nprocs}")
+        check_nprocs(self.nprocs, f"pattern {self.name!r}")
+
         if self.hosts is not None and len(self.hosts) != self.nprocs:
             raise PatternError(
                 f"pattern {self.name!r}: {len(self.hosts)} host names for {self.nprocs} endpoints"

@@ -17,7 +17,7 @@ from typing import Any
 from sdnmpi.core import collectives
 from sdnmpi.core.miniapps import MINIAPPS
 from sdnmpi.core.miniapps.params import Param
-from sdnmpi.core.pattern import Pattern, repeated
+from sdnmpi.core.pattern import Pattern, check_nprocs, repeated
 from sdnmpi.errors import PatternError
 
 COLLECTIVE_PARAMS: tuple[Param, ...] = (
@@ -65,13 +65,19 @@ def _parse_values(what: str, params: tuple[Param, ...], raw: Mapping[str, str]) 
 
 
 def build(spec: str) -> Pattern:
-    """The pattern a spec describes."""
+    """The pattern a spec describes (its ``nprocs`` checked against
+    :data:`~sdnmpi.core.pattern.MAX_NPROCS` before anything is built)."""
     name, raw = parse_spec(spec)
     if name in collectives.COLLECTIVES:
-        return _collective(name, _parse_values(name, COLLECTIVE_PARAMS, raw))
+        values = _parse_values(name, COLLECTIVE_PARAMS, raw)
+        if "nprocs" in values:
+            check_nprocs(int(values["nprocs"]), name)
+        return _collective(name, values)
     if name in MINIAPPS:
         app = MINIAPPS[name]
         values = _parse_values(name, app.params, raw)
+        if "nprocs" in values:
+            check_nprocs(int(values["nprocs"]), name)
         return app.build(values)
     known = sorted(collectives.COLLECTIVES) + sorted(MINIAPPS)
     raise PatternError(f"unknown pattern {name!r}; known: {', '.join(known)}")

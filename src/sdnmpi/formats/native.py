@@ -233,6 +233,10 @@ def load_json(path: str | Path) -> Topology | Pattern:
         raise FormatError(f"{p}: cannot read: {exc.strerror}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FormatError(f"{p}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise FormatError(f"{p}: not valid JSON here: nested too deep") from None
+    except ValueError:  # what json.loads raises besides JSONDecodeError
+        raise FormatError(f"{p}: not valid JSON here: an integer of over 4300 digits") from None
     kind = obj.get("format") if isinstance(obj, dict) else None
     if kind == TOPOLOGY_FORMAT:
         return topology_from_dict(obj, str(p))
