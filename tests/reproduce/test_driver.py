@@ -356,6 +356,19 @@ def test_rederive_rebuilds_rows_from_the_saved_summary_and_keeps_the_rest(lab):
     md = again.paths["markdown"].read_text()
     assert f"{saved.module}, 1 rows of {meta1['date']}" in md
     assert "its rows re-derived from that run's saved summary (`--rederive`)" in md
+    # the run that saved the summary names itself, also when its report was never
+    # written (a later run saved a newer summary, then crashed before its report)
+    run_file = tmp / "out" / saved.module / "run.json"
+    own = json.loads(run_file.read_text())
+    assert own["commit"] == meta1["git"]["commit"] and own["outcome"] == "ok"
+    assert own["calibration"] == meta1["calibration"]["source"]
+    later = {**own, "date": "2026-11-26T19:32:08+00:00", "commit": "aeb872c"}
+    run_file.write_text(json.dumps(later))
+    newer = rederive([saved], options(tmp, root, calibration=None), [ok, saved])
+    exp = {e["module"]: e for e in load_json(newer.paths["json"])[0]["experiments"]}
+    assert exp[saved.module]["from_run"] == later
+    assert "from_run" in exp[ok.module]  # the others keep theirs
+    again = newer
 
     before = again.paths["json"].read_text()
     for bad, needle in (

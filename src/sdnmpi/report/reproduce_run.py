@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import datetime
 import importlib
+import json
 import logging
 import os
 import platform
@@ -437,6 +438,19 @@ def _run(
 #: The function of an experiment module that rebuilds its rows from what its
 #: ``reproduce(ctx)`` saved in its directory (``--rederive``).
 REDERIVE_POINT = "rows_from_saved"
+#: Beside what an experiment saved: the run that saved it (date, commit, calibration),
+#: written when the experiment ends, so that ``--rederive`` names the run that measured
+#: even when the report of that run was never written (a later experiment crashed).
+RUN_FILE = "run.json"
+
+
+def _saved_run(out: Path) -> dict[str, Any] | None:
+    """The :data:`RUN_FILE` in ``out``, if there is a readable one."""
+    try:
+        doc = json.loads((out / RUN_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("date"), str) else None
 
 
 def rederive(entries: Sequence[Entry], options: Options, registry: Sequence[Entry]) -> Outcome:
@@ -467,8 +481,10 @@ def rederive(entries: Sequence[Entry], options: Options, registry: Sequence[Entr
             raise ConfigError(f"{entry.module}: saved summary unusable: {exc}") from None
         was = kept[entry.module]
         was.rows = rows
+        saved_by = _saved_run(options.out / entry.module)
         was.meta = {
             **was.meta,
+            **({"from_run": saved_by} if saved_by is not None else {}),
             "rows": len(rows),
             "tables": list(dict.fromkeys(r.experiment for r in rows)),
             "rederived": {"date": meta["date"], "commit": meta["git"].get("commit")},
@@ -513,6 +529,7 @@ def _run_one(
     )  # fmt: skip
     log.info("%s (%s): starting", entry.experiment, entry.module)
     t0 = time.monotonic()
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     notes: list[str] = []
     try:
         with fabric_guard(options, notes):
@@ -523,6 +540,14 @@ def _run_one(
     elapsed = time.monotonic() - t0
     with contextlib.suppress(OSError):
         out.rmdir()  # only if the experiment left nothing there
+    if out.is_dir():  # what it saved there belongs to this run, report or not (--rederive)
+        cal_meta = outcome.meta.get("calibration") or {}
+        provenance = {"date": started, "commit": outcome.meta["git"].get("commit"),
+                      "dirty": outcome.meta["git"].get("dirty"), "outcome": result,
+                      "calibration": cal_meta.get("source"),
+                      "calibration_file": cal_meta.get("file")}  # fmt: skip
+        with contextlib.suppress(OSError):
+            (out / RUN_FILE).write_text(json.dumps(provenance, indent=1) + "\n")
     rows = _with_note(rows, notes)
     outcome.rows += rows
     outcome.ran += result == "ok"
