@@ -12,7 +12,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,13 +39,13 @@ def connect(path: Path) -> socket.socket:
     return s
 
 
-def wait_until(check, timeout_s: float = 5.0) -> bool:
+def wait_until(check: Callable[[], bool], timeout_s: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if check():
             return True
         time.sleep(0.02)
-    return check()
+    return bool(check())
 
 
 @pytest.fixture
