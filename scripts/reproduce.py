@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -199,6 +200,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def interrupt_on_stop_signals() -> None:
+    """SIGINT and SIGTERM stop a run as Ctrl-C does: the running experiment is
+    interrupted, its fabric and daemons removed, the report written (exit code 130).
+    A run started in the background by a non-interactive shell inherits SIGINT
+    ignored (POSIX), so the handler is set again; SIGTERM (``kill``, a service
+    manager) killed the run outright and left its fabric, Slurm and daemons up."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, stop)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -224,6 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command=" ".join(["scripts/reproduce.py", *(argv or sys.argv[1:])]), repo=ROOT,
         merge=args.merge,
     )  # fmt: skip
+    interrupt_on_stop_signals()
     try:
         if args.rederive:
             if not args.only:

@@ -485,3 +485,23 @@ def test_script_list_and_bad_only_need_no_root():
                          timeout=60, check=False)  # fmt: skip
     assert res.returncode == 2
     assert "unknown experiment(s) nope" in res.stderr
+
+
+def test_stop_signals_interrupt_a_run_like_ctrl_c():
+    """SIGTERM, and SIGINT even when the shell that started the run in the
+    background ignored it, raise KeyboardInterrupt: the interrupted run removes its
+    fabric and writes its report (test_interrupt_stops_the_run_but_writes_the_report)."""
+    import os
+    import signal
+
+    script = _script()
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # what `cmd &` in a script gives
+        script.interrupt_on_stop_signals()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), sig)  # the handler runs as kill returns
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
