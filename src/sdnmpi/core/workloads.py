@@ -69,18 +69,19 @@ def build(spec: str) -> Pattern:
     :data:`~sdnmpi.core.pattern.MAX_NPROCS` before anything is built)."""
     name, raw = parse_spec(spec)
     if name in collectives.COLLECTIVES:
-        values = _parse_values(name, COLLECTIVE_PARAMS, raw)
-        if "nprocs" in values:
-            check_nprocs(int(values["nprocs"]), name)
-        return _collective(name, values)
+        return _collective(name, _sized(name, _parse_values(name, COLLECTIVE_PARAMS, raw)))
     if name in MINIAPPS:
         app = MINIAPPS[name]
-        values = _parse_values(name, app.params, raw)
-        if "nprocs" in values:
-            check_nprocs(int(values["nprocs"]), name)
-        return app.build(values)
+        return app.build(_sized(name, _parse_values(name, app.params, raw)))
     known = sorted(collectives.COLLECTIVES) + sorted(MINIAPPS)
     raise PatternError(f"unknown pattern {name!r}; known: {', '.join(known)}")
+
+
+def _sized(name: str, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` once their ``nprocs`` (if given) is within the endpoint limit."""
+    if "nprocs" in values:
+        check_nprocs(int(values["nprocs"]), name)
+    return values
 
 
 def _collective(name: str, v: dict[str, Any]) -> Pattern:

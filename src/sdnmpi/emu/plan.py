@@ -559,14 +559,15 @@ def _bridge_step(plan: FabricPlan, b: BridgePlan) -> Step:
 def _host_steps(plan: FabricPlan, h: HostPlan, hosts_text: str) -> list[Step]:
     etc = f"/etc/netns/{h.netns}"
     sysctl = ("ip", "netns", "exec", h.netns, "sysctl", "-qw")
+    wmem = tcp_wmem_max(plan.link_scale)
     return [
         Step(("ip", "netns", "add", h.netns), Resource("netns", h.netns)),
         Step(("mkdir", "-p", etc), Resource("etc_netns", etc)),
         Step(path=f"{etc}/hosts", text=hosts_text),
         Step(path=f"{etc}/hostname", text=f"{h.name}\n"),
         Step((*sysctl, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")),
-        Step((*sysctl, f"net.ipv4.tcp_wmem=4096 16384 {tcp_wmem_max(plan.link_scale)}")),
-        Step((*sysctl, f"net.ipv4.tcp_notsent_lowat={tcp_wmem_max(plan.link_scale)}")),
+        Step((*sysctl, f"net.ipv4.tcp_wmem=4096 16384 {wmem}")),
+        Step((*sysctl, f"net.ipv4.tcp_notsent_lowat={wmem}")),
         *_congestion_steps(plan, sysctl),
         Step(("ip", "-n", h.netns, "link", "set", "lo", "up")),
     ]

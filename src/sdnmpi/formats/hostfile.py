@@ -19,6 +19,7 @@ import bisect
 import itertools
 import logging
 import re
+from collections import Counter
 from pathlib import Path
 
 from sdnmpi.core.placement import Placement
@@ -79,10 +80,11 @@ def load_hostfile(path: str | Path, topo: Topology, nprocs: int) -> Placement:
     ends = list(itertools.accumulate(n for _, n in entries))  # never expanded per slot
     hosts = tuple(entries[bisect.bisect_right(ends, r % ends[-1])][0] for r in range(nprocs))
     if nprocs > ends[-1]:
-        slots: dict[str, int] = {}
+        slots: Counter[str] = Counter()
         for h, n in entries:
-            slots[h] = slots.get(h, 0) + n
-        over = sorted(h for h in slots if hosts.count(h) > slots[h])
+            slots[h] += n
+        placed = Counter(hosts)
+        over = sorted(h for h in slots if placed[h] > slots[h])
         log.warning(
             "%s: %d slots for %d ranks: cycled through the file as mpiexec -f does, so "
             "%s carry more ranks than slots (Open MPI would refuse)",
