@@ -8,7 +8,7 @@ SPANK plugin, ``sdnmpi manager`` (SQLite) and the controller.
    --comm-pattern=SPEC true``, repeated, against the same ``srun`` with the plugin
    removed from ``plugstack.conf`` (Slurm rereads it for every step).  Reported:
    srun's wall time both ways (the added start latency), and job start (the
-   manager's CreateJob from srun) to routes installed (the last node's "routes
+   manager's job creation by slurmstepd) to routes installed (the last node's "routes
    installed" line in slurmd's log, measured by the plugin).
 2. **Concurrent jobs** on ``leaf_spine(2, 4, 2)`` at 10 Mbit/s: 2 and 4 jobs of
    two ranks each, placed so that D-mod-K puts each leaf's two flows on one

@@ -27,7 +27,7 @@ from pathlib import Path
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.errors import ConfigError, SdnMpiError
 from sdnmpi.report.reproduce import summarize
-from sdnmpi.report.reproduce_api import ENTRY_POINT
+from sdnmpi.report.reproduce_api import ENTRY_POINT, Row
 from sdnmpi.report.reproduce_run import Entry, Figure, Options, rederive, run
 
 SCRIPTS = Path(__file__).resolve().parent
@@ -35,6 +35,8 @@ ROOT = SCRIPTS.parent
 LINK_SCALE = 0.01  # as scripts/demo_fabric.py: 10 Mbit/s links, so links and not CPUs limit
 #: Per experiment: full runs take up to hours, quick ones minutes.
 TIMEOUT_S = {"quick": 1200.0, "full": 4 * 3600.0}
+#: Lines of each failure's traceback printed under --strict.
+TRACEBACK_LINES = 40
 
 #: The experiments, in the order they run, with the published figures each reproduces
 #: and the papers' values (the seeds are in ../shared/seeds).  Adding an experiment:
@@ -214,6 +216,26 @@ def interrupt_on_stop_signals() -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
+def report_failures(rows: Sequence[Row], *, with_tracebacks: bool) -> None:
+    """Name each failed row and why, last, where a CI log's tail shows it.
+
+    With ``with_tracebacks`` (``--strict``, as ``make test`` runs it) the traceback each
+    failure saved is printed too: a CI machine's output directory is gone afterwards.
+    """
+    for row in rows:
+        if row.status != "failed":
+            continue
+        print(f"failed: {row.experiment}, {row.figure}: {row.reason}", file=sys.stderr)
+        where = row.details.get("traceback")
+        if with_tracebacks and isinstance(where, str):
+            try:
+                text = Path(where).read_text(errors="replace")
+            except OSError:
+                continue
+            lines = text.rstrip().splitlines()[-TRACEBACK_LINES:]
+            print("\n".join("  | " + line for line in lines), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -258,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"plots of {experiment}: {', '.join(plots)}")
     if outcome.interrupted:
         return 130
+    if counts.get("failed"):
+        report_failures(outcome.rows, with_tracebacks=args.strict)
     if args.strict and counts.get("failed"):
         print(f"reproduce: {counts['failed']} row(s) failed (--strict)", file=sys.stderr)
         return 1

@@ -285,7 +285,7 @@ std::string route_summary(const pb::RouteStatus &rs) {
 
 }  // namespace
 
-Outcome start_job(const Config &cfg, const JobInfo &job, PatternArg pattern, const Logger &log) {
+Outcome offer_job(const Config &cfg, const JobInfo &job, PatternArg pattern, const Logger &log) {
     Session s(cfg, job.job_id, log);
     std::string why;
     if (!s.connect(&why)) return s.unreachable(why);
@@ -296,26 +296,35 @@ Outcome start_job(const Config &cfg, const JobInfo &job, PatternArg pattern, con
     req.set_ntasks(job.ntasks);
     std::string label = pattern_label(pattern);
     fill_pattern(std::move(pattern), &req);
-    pb::Job created;
-    grpc::Status st = s.call(&pb::Manager::Stub::CreateJob, req, &created);
-    if (!st.ok()) return s.fail(s.rpc_failure("CreateJob", st));
-    pb::JobRef ref;
-    ref.set_job_id(job.job_id);
-    pb::Job started;
-    st = s.call(&pb::Manager::Stub::StartJob, ref, &started);
-    if (!st.ok()) return s.fail(s.rpc_failure("StartJob", st));
+    pb::Offer offer;
+    grpc::Status st = s.call(&pb::Manager::Stub::OfferJob, req, &offer);
+    if (!st.ok()) return s.fail(s.rpc_failure("OfferJob", st));
     log(LogLevel::kVerbose, "job " + std::to_string(job.job_id) + " (" +
                                 std::to_string(job.ntasks) + " tasks, " + label +
-                                ") started at manager " + cfg.manager.text + ", state " +
-                                state_name(started.state()));
+                                ") offered to manager " + cfg.manager.text);
     return Outcome::kOk;
 }
 
-Outcome register_and_wait(const Config &cfg, std::uint64_t job_id, const std::string &node,
+Outcome register_and_wait(const Config &cfg, const JobInfo &info, const std::string &node,
                           const std::vector<TaskInfo> &tasks, const Logger &log) {
+    const std::uint64_t job_id = info.job_id;
     Session s(cfg, job_id, log);
     std::string why;
     if (!s.connect(&why)) return s.unreachable(why);
+    pb::CreateJobRequest create;
+    create.set_job_id(job_id);
+    create.set_name(info.name);
+    create.set_uid(info.uid);
+    create.set_ntasks(info.ntasks);
+    create.set_from_offer(true);
+    pb::Job created;
+    grpc::Status st = s.call(&pb::Manager::Stub::CreateJob, create, &created);
+    if (!st.ok()) return s.fail(s.rpc_failure("CreateJob", st));
+    pb::JobRef ref;
+    ref.set_job_id(job_id);
+    pb::Job started;
+    st = s.call(&pb::Manager::Stub::StartJob, ref, &started);
+    if (!st.ok()) return s.fail(s.rpc_failure("StartJob", st));
     for (const TaskInfo &t : tasks) {
         pb::RegisterProcessRequest req;
         req.set_job_id(job_id);
@@ -323,14 +332,14 @@ Outcome register_and_wait(const Config &cfg, std::uint64_t job_id, const std::st
         req.set_node(node);
         req.set_pid(t.pid);
         pb::Job job;
-        grpc::Status st = s.call(&pb::Manager::Stub::RegisterProcess, req, &job);
+        st = s.call(&pb::Manager::Stub::RegisterProcess, req, &job);
         if (!st.ok()) return s.fail(s.rpc_failure("RegisterProcess", st));
     }
     pb::WaitRoutesRequest req;
     req.set_job_id(job_id);
     req.set_timeout_ms(wait_timeout_ms(cfg, s.end()));
     pb::RouteStatus rs;
-    grpc::Status st = s.call(&pb::Manager::Stub::WaitRoutes, req, &rs);
+    st = s.call(&pb::Manager::Stub::WaitRoutes, req, &rs);
     std::string job = "job " + std::to_string(job_id);
     std::string bound = format_seconds(cfg.timeout_s);
     if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)

@@ -40,17 +40,20 @@ struct TaskInfo {
     std::uint32_t pid = 0;
 };
 
-// Job start (srun, local context): CreateJob then StartJob.  The pattern is
-// taken by value: a file's contents (up to 64 MiB) move into the request.
-Outcome start_job(const Config &cfg, const JobInfo &job, PatternArg pattern, const Logger &log);
+// Job start (srun, local context, as the job's user): OfferJob, the job's pattern
+// for the scheduler's side to take when it creates the job.  The pattern is taken
+// by value: a file's contents (up to 64 MiB) move into the request.
+Outcome offer_job(const Config &cfg, const JobInfo &job, PatternArg pattern, const Logger &log);
 
-// Task start (slurmstepd, after all local tasks are forked): RegisterProcess for
-// each local task, then WaitRoutes until the job's routes are installed.
-Outcome register_and_wait(const Config &cfg, std::uint64_t job_id, const std::string &node,
+// Task start (slurmstepd, the scheduler's side, after all local tasks are forked):
+// CreateJob from the user's offer and StartJob (the first node creates the job,
+// the others find the same one), RegisterProcess for each local task, then
+// WaitRoutes until the job's routes are installed.
+Outcome register_and_wait(const Config &cfg, const JobInfo &job, const std::string &node,
                           const std::vector<TaskInfo> &tasks, const Logger &log);
 
 // Job end: FinishJob.  A job the manager does not know is not an error (it was
-// never created, and its creator already logged why); quiet logs a failure at
+// never created: srun's FinishJob then withdraws its offer); quiet logs a failure at
 // verbose level only (the job's start already logged one).
 Outcome finish_job(const Config &cfg, std::uint64_t job_id, bool quiet, const Logger &log);
 

@@ -10,23 +10,30 @@
 //                                     is no job id yet
 //   local      option callback        srun: the same check
 //   local      local_user_init        srun: read the pattern file (the user's view of
-//                                     the filesystem), CreateJob + StartJob
+//                                     the filesystem), OfferJob (as the job's user)
 //   remote     user_init              slurmstepd, before the tasks are forked: the
 //                                     full-duplex MPI settings (duplex=1, default) into
 //                                     the step's environment, which every task inherits
 //   remote     task_post_fork         slurmstepd: after the last local task is forked,
+//                                     CreateJob from the user's offer + StartJob (the
+//                                     first node creates, the others find the same job),
 //                                     RegisterProcess for every local task, then
 //                                     WaitRoutes; the tasks wait for this hook before
 //                                     they exec, so the job starts on its routes
 //   remote     exit                   slurmstepd of node 0 of the step: FinishJob
-//   local      exit                   srun, if it created the job: FinishJob (a no-op if
-//                                     node 0 already finished it; covers steps whose
-//                                     tasks never started)
+//   local      exit                   srun, if it offered: FinishJob (a no-op if node 0
+//                                     already finished it; for steps whose tasks never
+//                                     started, it withdraws the offer)
 //
-// Why the file is read by srun and CreateJob sent from there: slurmstepd runs
-// on the compute nodes, which may not see the user's files (or see another
-// cwd), while srun always runs where the user (or the batch script) is and
-// already knows the job id, uid and task count (local_user_init).  sbatch and
+// Why the file is read by srun, which offers it, and the job created by
+// slurmstepd: slurmstepd runs on the compute nodes, which may not see the user's
+// files (or see another cwd), while srun always runs where the user (or the
+// batch script) is (local_user_init).  But srun runs as the user, who could name
+// any job id, and slurmstepd runs as root with the job id, uid and nodes Slurm
+// gave the step: so only slurmstepd creates the job and registers its ranks (the
+// manager lets only the scheduler do either for Slurm's job ids), taking the
+// offer of the uid Slurm names.  Another user's offer for the same id is never
+// taken; see docs/manager.md, "Security model".  sbatch and
 // salloc run before the job has an id, so they only validate the value, which
 // reaches every srun of the job through Slurm's option environment; the file
 // must therefore be visible where the batch script runs (store it with
@@ -99,11 +106,13 @@ struct State {
     bool configured = false;  // plugstack.conf arguments parsed
     std::string pattern;      // --comm-pattern value, empty if not given
     // srun
-    std::uint64_t local_job_id = 0;  // the job srun created at the manager, or 0
+    std::uint64_t local_job_id = 0;  // the job srun offered a pattern for, or 0
     // slurmstepd
     bool step_known = false;
     bool regular_step = false;
     std::uint64_t job_id = 0;
+    std::uint32_t uid = 0;     // the job's owner, as Slurm says
+    std::uint32_t ntasks = 0;  // the step's tasks on all nodes
     std::uint32_t node_id = 0;
     std::uint32_t local_tasks = 0;
     std::vector<TaskInfo> tasks;
@@ -217,7 +226,7 @@ std::string job_name(spank_t sp) {
     return "";
 }
 
-// srun: the job's identity and pattern, then CreateJob + StartJob.
+// srun: the job's identity and pattern, offered for slurmstepd to create the job.
 int local_start(spank_t sp) {
     bool want = false;
     PatternArg pattern;
@@ -237,7 +246,7 @@ int local_start(spank_t sp) {
     if ((e = spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks)) != ESPANK_SUCCESS)
         return slurm_failure("srun: no task count for job " + std::to_string(job_id), e);
     JobInfo job{job_id, job_name(sp), uid, ntasks};
-    Outcome o = start_job(g.cfg, job, std::move(pattern), kLog);
+    Outcome o = offer_job(g.cfg, job, std::move(pattern), kLog);
     if (o == Outcome::kOk) g.local_job_id = job_id;
     return rc_of(o);
 }
@@ -252,12 +261,16 @@ spank_err_t read_step(spank_t sp) {
     if (g.step_known) return kSpankOk;
     std::uint32_t job_id = 0;
     std::uint32_t step_id = 0;
+    uid_t uid = 0;
     spank_err_t e = spank_get_item(sp, S_JOB_ID, &job_id);
     if (e == ESPANK_SUCCESS) e = spank_get_item(sp, S_JOB_STEPID, &step_id);
+    if (e == ESPANK_SUCCESS) e = spank_get_item(sp, S_JOB_UID, &uid);
+    if (e == ESPANK_SUCCESS) e = spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &g.ntasks);
     if (e == ESPANK_SUCCESS) e = spank_get_item(sp, S_JOB_NODEID, &g.node_id);
     if (e == ESPANK_SUCCESS) e = spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &g.local_tasks);
     if (e != ESPANK_SUCCESS) return e;
     g.job_id = job_id;
+    g.uid = uid;  // uid_t is 32 bits on Linux
     g.regular_step = is_regular_step(step_id);
     g.step_known = true;
     return kSpankOk;
@@ -292,7 +305,9 @@ int remote_task_forked(spank_t sp) {
                                        ": gethostname failed; job runs on default routes");
         return g.cfg.require ? -1 : 0;
     }
-    Outcome o = register_and_wait(g.cfg, g.job_id, node, g.tasks, kLog);
+    // No name: the manager keeps the one srun offered.
+    JobInfo job{g.job_id, "", g.uid, g.ntasks};
+    Outcome o = register_and_wait(g.cfg, job, node, g.tasks, kLog);
     g.start_failed = o != Outcome::kOk;
     return rc_of(o);
 }

@@ -97,21 +97,28 @@ def test_socket_is_public_and_job_runs_end_to_end(running: Running, fabric, sock
 
 def test_uid_comes_from_the_connection(running: Running, sock_dir: Path):
     pat = write_pattern(sock_dir / "p.json")
+    own = 2**32 + 8  # a job of one's own (outside Slurm)
     with running.client("alice") as alice, running.client("bob") as bob:
-        assert code_of(lambda: alice.create_job(8, "x", BOB_UID, 2)) is Kind.PERMISSION_DENIED
-        job = alice.create_job(8, "x", ALICE_UID, 2, pattern_file=pat)
+        assert code_of(lambda: alice.create_job(own, "x", BOB_UID, 2)) is Kind.PERMISSION_DENIED
+        assert code_of(lambda: alice.create_job(8, "x", ALICE_UID, 2)) is Kind.PERMISSION_DENIED
+        job = alice.create_job(own, "x", ALICE_UID, 2, pattern_file=pat)
         assert job.uid == ALICE_UID
-        assert alice.create_job(8, "x", ALICE_UID, 2, pattern_file=pat) == job
-        assert code_of(lambda: bob.start_job(8)) is Kind.PERMISSION_DENIED
-        assert code_of(lambda: bob.finish_job(8)) is Kind.PERMISSION_DENIED
-        assert code_of(lambda: bob.get_job(8)) is Kind.PERMISSION_DENIED
-        assert code_of(lambda: bob.register_process(8, 0, "h1")) is Kind.PERMISSION_DENIED
+        assert alice.create_job(own, "x", ALICE_UID, 2, pattern_file=pat) == job
+        assert code_of(lambda: bob.start_job(own)) is Kind.NOT_FOUND
+        assert code_of(lambda: bob.finish_job(own)) is Kind.NOT_FOUND
+        assert code_of(lambda: bob.get_job(own)) is Kind.NOT_FOUND
+        assert code_of(lambda: bob.register_process(own, 0, "h1")) is Kind.NOT_FOUND
         assert bob.list_jobs() == []
         info = alice.put_pattern("mine", pat, description="alice's")
         assert info.owner_uid == ALICE_UID
         assert bob.get_pattern("mine").info.sha256 == info.sha256  # anyone reads
         assert code_of(lambda: bob.delete_pattern("mine")) is Kind.PERMISSION_DENIED
-        assert alice.start_job(8).state == pb.JOB_STATE_STARTING
+        assert alice.start_job(own).state == pb.JOB_STATE_STARTING
+        # a Slurm job: srun (the user) offers, slurmstepd (the scheduler) creates
+        assert alice.offer_job(9, "s", ALICE_UID, 2, pattern_file=pat).uid == ALICE_UID
+        assert code_of(lambda: bob.offer_job(9, "s", ALICE_UID, 2, pattern_file=pat)) is (
+            Kind.PERMISSION_DENIED
+        )
 
 
 def test_status_codes_of_bad_requests(running: Running, sock_dir: Path):

@@ -214,26 +214,154 @@ def _reverse(p):
 # -- authorization ------------------------------------------------------------------
 
 
+#: A user's own job id (outside Slurm): 2^32 and above.
+UJ = 2**32 + 9
+
+
 def test_users_act_only_on_their_own_jobs(service: ManagerService):
-    req = CreateJob(9, "mine", ALICE.uid, 2)
+    req = CreateJob(UJ, "mine", ALICE.uid, 2)
     assert service.create_job(ALICE, req).uid == ALICE.uid
     with pytest.raises(ManagerError) as exc:
-        service.create_job(BOB, CreateJob(10, "forged", ALICE.uid, 2))
+        service.create_job(BOB, CreateJob(UJ + 1, "forged", ALICE.uid, 2))
     assert kind(exc) is Kind.PERMISSION_DENIED
+    # another user's job looks like no job at all: nothing of its owner is revealed
     for call in (
-        lambda: service.start_job(BOB, 9),
-        lambda: service.finish_job(BOB, 9),
-        lambda: service.get_job(BOB, 9),
-        lambda: service.register_process(BOB, 9, 0, "h1"),
-        lambda: service.create_job(BOB, req),
+        lambda: service.start_job(BOB, UJ),
+        lambda: service.finish_job(BOB, UJ),
+        lambda: service.get_job(BOB, UJ),
+        lambda: service.register_process(BOB, UJ, 0, "h1"),
     ):
         with pytest.raises(ManagerError) as exc:
             call()
-        assert kind(exc) is Kind.PERMISSION_DENIED
+        assert kind(exc) is Kind.NOT_FOUND and str(exc.value) == f"no job {UJ}"
+    with pytest.raises(ManagerError) as exc:
+        service.create_job(BOB, CreateJob(UJ, "mine", BOB.uid, 2))
+    assert kind(exc) is Kind.ALREADY_EXISTS and str(ALICE.uid) not in str(exc.value)
     assert service.list_jobs(BOB) == []
-    assert [j.job_id for j in service.list_jobs(ALICE)] == [9]
-    assert service.start_job(ALICE, 9).state is JobState.DEFAULT
-    assert service.finish_job(SCHED, 9).state is JobState.FINISHED
+    assert [j.job_id for j in service.list_jobs(ALICE)] == [UJ]
+    assert service.start_job(ALICE, UJ).state is JobState.DEFAULT
+    assert service.finish_job(SCHED, UJ).state is JobState.FINISHED
+
+
+# -- job identity: the scheduler's ids, offers, node binding ----------------------------
+
+
+def offer(svc: ManagerService, who=ALICE, job_id: int = 7, ntasks: int = 2, **kw: object):
+    args: dict[str, object] = {
+        "job_id": job_id, "name": "job", "uid": who.uid, "ntasks": ntasks,
+        "pattern_file": PatternUpload("p.json", pattern_bytes(pairs_pattern(ntasks))),
+    }  # fmt: skip
+    args.update(kw)
+    return svc.offer_job(who, CreateJob(**args))  # type: ignore[arg-type]
+
+
+def test_only_the_scheduler_creates_slurm_job_ids(service: ManagerService):
+    """Squatting: a user creating a future Slurm job id is refused, so the real job's
+    CreateJob (slurmstepd's) succeeds and no one else sees its nodes."""
+    for job_id in (7, 2**32 - 1):
+        with pytest.raises(ManagerError) as exc:
+            service.create_job(BOB, CreateJob(job_id, "squat", BOB.uid, 2))
+        assert kind(exc) is Kind.PERMISSION_DENIED and "scheduler" in str(exc.value)
+    assert service.list_jobs(SCHED) == []
+    assert service.create_job(BOB, CreateJob(2**32, "own", BOB.uid, 2)).uid == BOB.uid
+    with pytest.raises(ManagerError) as exc:
+        service.create_job(SCHED, CreateJob(2**32 + 1, "x", 0, 2, from_offer=True))
+    assert kind(exc) is Kind.INVALID_ARGUMENT
+
+
+def test_the_scheduler_takes_the_owners_offer_never_another_users(service: ManagerService, fabric):
+    offer(service, BOB, 7, ntasks=4)  # the squatter offers first, for the victim's job
+    mine = offer(service, ALICE, 7)
+    assert (mine.uid, mine.pattern_name) == (ALICE.uid, "p.json")
+    job = service.create_job(SCHED, CreateJob(7, "", ALICE.uid, 2, from_offer=True))
+    assert (job.uid, job.pattern_name, job.name) == (ALICE.uid, "p.json", "job")
+    assert service.store.get_offer(7, ALICE.uid) is None  # taken
+    # a second slurmstepd's identical call is the same job
+    assert service.create_job(SCHED, CreateJob(7, "", ALICE.uid, 2, from_offer=True)) == job
+    service.start_job(SCHED, 7)
+    service.register_process(SCHED, 7, 0, "h1")
+    assert service.register_process(SCHED, 7, 1, "h5").state is JobState.ROUTED
+    with pytest.raises(ManagerError) as exc:
+        service.get_job(BOB, 7)
+    assert kind(exc) is Kind.NOT_FOUND
+    with pytest.raises(ManagerError) as exc:  # too late: the job exists
+        offer(service, ALICE, 7)
+    assert kind(exc) is Kind.FAILED_PRECONDITION
+
+
+def test_without_an_offer_the_scheduler_job_runs_on_default_routes(service: ManagerService):
+    job = service.create_job(SCHED, CreateJob(8, "j", ALICE.uid, 2, from_offer=True))
+    assert job.pattern_json == b""
+    started = service.start_job(SCHED, 8)
+    assert started.state is JobState.DEFAULT
+    assert started.detail == "no pattern offered by the job's srun; no pattern: default routes"
+    offer(service, ALICE, 9, ntasks=2)
+    job = service.create_job(SCHED, CreateJob(9, "j", ALICE.uid, 4, from_offer=True))
+    assert job.pattern_json and job.ntasks == 4  # a 2-rank pattern fits a 4-task job
+
+
+def test_offers_are_checked_and_bounded(service: ManagerService, clock: FakeClock):
+    for bad in (
+        lambda: offer(service, ALICE, 2**32 + 5),  # not a scheduler id
+        lambda: offer(service, ALICE, 7, pattern_file=None),  # no pattern
+        lambda: offer(service, ALICE, 7, ntasks=2,
+                      pattern_file=PatternUpload("p.json", pattern_bytes(pairs_pattern(4)))),
+    ):  # fmt: skip
+        with pytest.raises(ManagerError) as exc:
+            bad()
+        assert kind(exc) is Kind.INVALID_ARGUMENT
+    with pytest.raises(ManagerError) as exc:
+        service.offer_job(BOB, CreateJob(7, "x", ALICE.uid, 2, pattern_name="alltoall"))
+    assert kind(exc) is Kind.PERMISSION_DENIED
+    from sdnmpi.manager.model import MAX_OFFERS_PER_UID, OFFER_TTL_S
+
+    for job_id in range(100, 100 + MAX_OFFERS_PER_UID):
+        offer(service, BOB, job_id)
+    assert offer(service, BOB, 100).job_id == 100  # replacing one's own offer is fine
+    with pytest.raises(ManagerError) as exc:
+        offer(service, BOB, 99)
+    assert kind(exc) is Kind.RESOURCE_EXHAUSTED and str(MAX_OFFERS_PER_UID) in str(exc.value)
+    assert offer(service, ALICE, 99).uid == ALICE.uid  # one user's quota is not another's
+    clock.advance(OFFER_TTL_S + 1)
+    assert offer(service, BOB, 99).job_id == 99  # expired offers no longer count
+    assert service.store.offer_usage(BOB.uid)[0] == 1
+
+
+def test_finish_without_a_job_withdraws_the_offer(service: ManagerService):
+    offer(service, ALICE, 7)
+    with pytest.raises(ManagerError) as exc:
+        service.finish_job(ALICE, 7)
+    assert kind(exc) is Kind.NOT_FOUND and "withdrawn" in str(exc.value)
+    assert service.store.get_offer(7, ALICE.uid) is None
+
+
+def test_users_cannot_register_ranks_of_scheduler_jobs(service: ManagerService):
+    """Host-pair claiming: the ranks of a Slurm job are registered by slurmstepd on
+    the job's nodes, never by a user, not even the job's own."""
+    offer(service, ALICE, 7)
+    service.create_job(SCHED, CreateJob(7, "", ALICE.uid, 2, from_offer=True))
+    for who in (ALICE, BOB):
+        with pytest.raises(ManagerError) as exc:
+            service.register_process(who, 7, 0, "h1")
+        assert kind(exc) in (Kind.PERMISSION_DENIED, Kind.NOT_FOUND)
+    assert service.store.count_processes(7) == 0
+
+
+def test_a_scheduler_job_takes_host_pairs_a_user_job_holds(service: ManagerService, fabric):
+    """A user's own job routed first on h1-h5 leaves those pairs to the Slurm job."""
+    squat = service.create_job(
+        BOB, CreateJob(UJ, "claim", BOB.uid, 2,
+                       pattern_file=PatternUpload("p.json", pattern_bytes(pairs_pattern(2)))),
+    )  # fmt: skip
+    service.start_job(BOB, squat.job_id)
+    service.register_process(BOB, UJ, 0, "h1")
+    assert service.register_process(BOB, UJ, 1, "h5").state is JobState.ROUTED
+    job = run_job(service, 7, ["h1", "h5"])
+    assert job.state is JobState.ROUTED and job.detail == ""
+    assert [(r.src, r.dst) for r in job.routes] == [("h1", "h5")]
+    evicted = service.get_job(BOB, UJ)
+    assert evicted.state is JobState.DEFAULT and "scheduler job 7" in evicted.detail
+    assert UJ not in fabric.held and 7 in fabric.held
 
 
 def test_patterns_anyone_reads_owner_or_scheduler_replaces(service: ManagerService):

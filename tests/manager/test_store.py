@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from sdnmpi.errors import StoreError
 from sdnmpi.manager.memory import MemoryStore
-from sdnmpi.manager.model import Install, Job, JobState, Process, RoutePair, StoredPattern
+from sdnmpi.manager.model import Install, Job, JobState, Offer, Process, RoutePair, StoredPattern
 from sdnmpi.manager.sqlite import MIGRATIONS, SqliteStore, migrate
 from sdnmpi.manager.store import Store, open_store
 
@@ -170,18 +170,18 @@ def test_state_survives_reopen(tmp_path: Path):
 
 
 def test_older_database_migrates_and_keeps_its_data(tmp_path: Path):
-    """A v1 file opened by a build with a v2 step gains the step, rows intact."""
+    """A file opened by a build with one more step gains the step, rows intact."""
     path = tmp_path / "old.db"
     SqliteStore(path).close()
     s = SqliteStore(path)
     s.create_job(make_job())
     s.close()
-    v2 = "ALTER TABLE jobs ADD COLUMN partition TEXT NOT NULL DEFAULT ''"
-    s2 = SqliteStore(path, migrations=(*MIGRATIONS, v2))
+    step = "ALTER TABLE jobs ADD COLUMN partition TEXT NOT NULL DEFAULT ''"
+    s2 = SqliteStore(path, migrations=(*MIGRATIONS, step))
     assert s2.get_job(7) == make_job()
     s2.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) + 1
     assert "partition" in [r[1] for r in db.execute("PRAGMA table_info(jobs)")]
     db.close()
 
@@ -193,7 +193,7 @@ def test_a_failing_migration_changes_nothing(tmp_path: Path):
     with pytest.raises(StoreError, match=str(path)):
         SqliteStore(path, migrations=(*MIGRATIONS, bad))
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "extra" not in tables
     db.close()
@@ -201,8 +201,8 @@ def test_a_failing_migration_changes_nothing(tmp_path: Path):
 
 def test_unversioned_database_gets_the_schema():
     db = sqlite3.connect(":memory:", isolation_level=None)
-    assert migrate(db, MIGRATIONS) == 1
-    assert migrate(db, MIGRATIONS) == 1
+    assert migrate(db, MIGRATIONS) == len(MIGRATIONS) == 2
+    assert migrate(db, MIGRATIONS) == 2
 
 
 def test_newer_database_is_refused(tmp_path: Path):
@@ -275,3 +275,34 @@ def test_single_process_lookups(store: Store):
     light = store.get_job(7, brief=True)
     assert light is not None and light.processes == () and light.pattern_json == b""
     assert light.name == "cg" and light.source_sha256 == make_job().source_sha256
+
+
+def test_a_version_1_database_gains_the_offers_table(tmp_path: Path):
+    """Databases of earlier sdnmpi (schema 1) keep their jobs and gain offers."""
+    path = tmp_path / "v1.db"
+    s1 = SqliteStore(path, migrations=MIGRATIONS[:1])
+    s1.create_job(make_job())
+    s1.close()
+    s2 = SqliteStore(path)
+    assert s2.get_job(7) == make_job()
+    offer = Offer(9, 1000, "a", 2, "", "cg", b"{}", 5.0)
+    s2.put_offer(offer)
+    assert s2.get_offer(9, 1000) == offer
+    s2.close()
+
+
+def test_offers_contract(store: Store):
+    """Offers are keyed by (job id, uid): two users' offers for one id never mix."""
+    a = Offer(9, 1000, "a", 2, "", "cg", b"x" * 10, 5.0)
+    b = Offer(9, 1001, "b", 2, "ecmp", "ft", b"y" * 3, 6.0)
+    store.put_offer(a)
+    store.put_offer(b)
+    store.put_offer(Offer(10, 1000, "c", 4, "", "p", b"z" * 5, 50.0))
+    assert store.get_offer(9, 1000) == a and store.get_offer(9, 1001) == b
+    assert store.get_offer(9, 1002) is None
+    assert store.offer_usage(1000) == (2, 15) and store.offer_usage(1002) == (0, 0)
+    store.put_offer(dataclasses.replace(a, pattern_json=b"w"))  # replaced
+    assert store.offer_usage(1000) == (2, 6)
+    assert store.delete_offer(9, 1001) and not store.delete_offer(9, 1001)
+    assert store.purge_offers(before_s=10.0) == 1  # a's replacement (5.0), not 50.0
+    assert store.get_offer(9, 1000) is None and store.offer_usage(1000) == (1, 5)

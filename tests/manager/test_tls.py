@@ -69,9 +69,12 @@ def tls_server(sock_dir: Path, fabric, tls_files) -> Iterator[tuple[str, Path]]:
 def test_tokens_name_the_caller(tls_server):
     address, cert = tls_server
     with ManagerClient(address, tls_ca=cert, token=ALICE_TOKEN) as alice:
-        assert alice.create_job(1, "a", 1000, 1).uid == 1000
+        assert alice.create_job(2**32 + 1, "a", 1000, 1).uid == 1000
         with pytest.raises(ManagerError) as exc:
-            alice.create_job(2, "b", 0, 1)
+            alice.create_job(2**32 + 2, "b", 0, 1)
+        assert exc.value.kind is Kind.PERMISSION_DENIED
+        with pytest.raises(ManagerError) as exc:  # a Slurm job id: the scheduler's
+            alice.create_job(2, "b", 1000, 1)
         assert exc.value.kind is Kind.PERMISSION_DENIED
     with ManagerClient(address, tls_ca=cert, token=SCHED_TOKEN) as sched:
         assert sched.create_job(2, "b", 0, 1).uid == 0

@@ -505,3 +505,27 @@ def test_stop_signals_interrupt_a_run_like_ctrl_c():
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+def test_failures_are_named_last_with_their_tracebacks(tmp_path, capsys):
+    """A CI log keeps only its tail and the machine's out/ is gone: under --strict
+    each failed row is named, with the end of the traceback it saved."""
+    from sdnmpi.report.reproduce_api import Row
+
+    script = _script()
+    tb = tmp_path / "traceback.txt"
+    tb.write_text("Traceback (most recent call last):\n  File x\nValueError: boom\n")
+    rows = [
+        Row("e", "Fig. 1", "c", "speedup", status="ok", measured=1.0),
+        Row("e", "Fig. 2", "whole", "speedup", status="failed", reason="ValueError: boom",
+            details={"traceback": str(tb)}),
+        Row("e", "Fig. 3", "whole", "speedup", status="failed", reason="gone",
+            details={"traceback": str(tmp_path / "missing.txt")}),
+    ]  # fmt: skip
+    script.report_failures(rows, with_tracebacks=True)
+    err = capsys.readouterr().err
+    assert "failed: e, Fig. 2: ValueError: boom" in err
+    assert "  | ValueError: boom" in err
+    assert "failed: e, Fig. 3: gone" in err and "Fig. 1" not in err
+    script.report_failures(rows, with_tracebacks=False)
+    assert "  | " not in capsys.readouterr().err

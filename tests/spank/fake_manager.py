@@ -1,7 +1,8 @@
 """A minimal Manager servicer that records the plugin's calls (not the real manager).
 
-It serves the proto's contract only as far as the plugin needs it: jobs it was told
-about, NOT_FOUND otherwise, and a WaitRoutes whose behaviour a test chooses.
+It serves the proto's contract only as far as the plugin needs it: offers by (job,
+uid), jobs it was told about (NOT_FOUND otherwise), a job created from no offer on
+default routes, and a WaitRoutes whose behaviour a test chooses.
 """
 
 from __future__ import annotations
@@ -58,12 +59,23 @@ class FakeManager(pb_grpc.ManagerServicer):
         self.rec = Recorder()
         self.wait = wait
         self.jobs: dict[int, pb.Job] = {}
+        self.offers: dict[tuple[int, int], Any] = {}
+        self.unrouted: set[int] = set()  # created from no offer: default routes
         self.release = threading.Event()  # ends HANG waits at shutdown
+
+    def OfferJob(self, request: Any, context: Any) -> Any:
+        self.rec.add("OfferJob", request, context)
+        if request.pattern.WhichOneof("source") == "name" and request.pattern.name == "nope":
+            context.abort(grpc.StatusCode.NOT_FOUND, "unknown pattern 'nope'")
+        self.offers[(request.job_id, request.uid)] = request
+        return pb.Offer(job_id=request.job_id, uid=request.uid, ntasks=request.ntasks)
 
     def CreateJob(self, request: Any, context: Any) -> Any:
         self.rec.add("CreateJob", request, context)
-        if request.pattern.WhichOneof("source") == "name" and request.pattern.name == "nope":
-            context.abort(grpc.StatusCode.NOT_FOUND, "unknown pattern 'nope'")
+        if request.job_id in self.jobs and request.from_offer:
+            return self.jobs[request.job_id]
+        if request.from_offer and (request.job_id, request.uid) not in self.offers:
+            self.unrouted.add(request.job_id)
         job = pb.Job(
             job_id=request.job_id,
             name=request.name,
@@ -97,7 +109,9 @@ class FakeManager(pb_grpc.ManagerServicer):
         self.rec.add("WaitRoutes", request, context)
         self._known(request.job_id, context)
         status = pb.RouteStatus(job_id=request.job_id)
-        if self.wait == INSTALLED:
+        if request.job_id in self.unrouted:
+            status.state, status.detail = pb.JOB_STATE_DEFAULT, "no pattern offered"
+        elif self.wait == INSTALLED:
             status.state, status.installed = pb.JOB_STATE_ROUTED, True
             status.pairs, status.flow_mods, status.switches = 2, 8, 3
         elif self.wait == DEFAULT:

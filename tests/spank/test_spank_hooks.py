@@ -86,7 +86,7 @@ def test_sbatch_checks_the_value_at_submission(spank_build, manager, tmp_path) -
     assert manager.servicer.rec.methods() == []  # no job id yet: no RPC from sbatch
 
 
-def test_srun_creates_starts_and_finishes_the_job(spank_build, manager, tmp_path) -> None:
+def test_srun_offers_the_pattern_and_finishes_the_job(spank_build, manager, tmp_path) -> None:
     pattern = tmp_path / "ring.json"
     pattern.write_bytes(b'{"ring": 4}')
     run = host(
@@ -107,15 +107,16 @@ def test_srun_creates_starts_and_finishes_the_job(spank_build, manager, tmp_path
     assert run.hooks["local_user_init"] == "0"
     assert errors(run) == []
     rec = manager.servicer.rec
-    assert rec.methods() == ["CreateJob", "StartJob", "FinishJob"]
-    (create,) = rec.requests("CreateJob")
+    # srun runs as the user: it offers; the job is created by slurmstepd (remote)
+    assert rec.methods() == ["OfferJob", "FinishJob"]
+    (create,) = rec.requests("OfferJob")
     assert (create.job_id, create.name, create.uid, create.ntasks) == (77, "lulesh", 1234, 4)
     assert (create.pattern.file.filename, create.pattern.file.data) == ("ring.json", b'{"ring": 4}')
 
 
 def test_srun_names_the_job_after_the_command_without_slurm_job_name(spank_build, manager) -> None:
     host(spank_build, "local", "--opt", "cg:8", args=(f"manager={manager.address}",))
-    (create,) = manager.servicer.rec.requests("CreateJob")
+    (create,) = manager.servicer.rec.requests("OfferJob")
     assert create.name == "mpi_app"
     assert create.pattern.name == "cg:8"
 
@@ -132,8 +133,8 @@ def test_default_pattern_applies_in_srun_and_slurmstepd(spank_build, manager) ->
     host(spank_build, "local", args=args)
     host(spank_build, "remote", "--tasks", "0:10,1:11", args=args)
     methods = manager.servicer.rec.methods()
-    assert methods[:2] == ["CreateJob", "StartJob"]
-    assert manager.servicer.rec.requests("CreateJob")[0].pattern.name == "ring:2"
+    assert methods[:4] == ["OfferJob", "FinishJob", "CreateJob", "StartJob"]
+    assert manager.servicer.rec.requests("OfferJob")[0].pattern.name == "ring:2"
     assert "WaitRoutes" in methods
 
 
@@ -148,6 +149,8 @@ def test_slurmstepd_registers_all_local_ranks_then_waits_once(spank_build, manag
         "cg:8",
         "--tasks",
         "2:1002,3:1003",
+        "--ntasks",
+        "4",
         "--node-id",
         "1",
         args=(f"manager={manager.address}",),
@@ -155,8 +158,13 @@ def test_slurmstepd_registers_all_local_ranks_then_waits_once(spank_build, manag
     assert run.hooks["task_post_fork[0]"] == "0"
     assert run.hooks["task_post_fork[1]"] == "0"
     rec = manager.servicer.rec
-    # node 1 does not finish the job; srun's exit did (FinishJob is idempotent)
-    assert rec.methods()[3:] == ["RegisterProcess", "RegisterProcess", "WaitRoutes"]
+    # srun offered (and its exit's FinishJob found no job yet); node 1 creates the job
+    # from the offer (or finds it created), registers its ranks, and does not finish
+    assert rec.methods()[2:] == [
+        "CreateJob", "StartJob", "RegisterProcess", "RegisterProcess", "WaitRoutes",
+    ]  # fmt: skip
+    (create,) = rec.requests("CreateJob")
+    assert create.from_offer and create.job_id == rec.requests("OfferJob")[0].job_id
     regs = [(r.rank, r.node, r.pid) for r in rec.requests("RegisterProcess")]
     assert regs == [(2, socket.gethostname(), 1002), (3, socket.gethostname(), 1003)]
     assert [line for line in run.lines if "routes installed" in line]
@@ -173,7 +181,9 @@ def test_node_0_of_the_step_finishes_the_job(spank_build, manager) -> None:
         "0:5",
         args=(f"manager={manager.address}",),
     )
-    assert manager.servicer.rec.methods() == ["RegisterProcess", "WaitRoutes", "FinishJob"]
+    assert manager.servicer.rec.methods() == [
+        "CreateJob", "StartJob", "RegisterProcess", "WaitRoutes", "FinishJob",
+    ]  # fmt: skip
 
 
 def test_the_batch_script_step_is_not_a_rank(spank_build, manager) -> None:

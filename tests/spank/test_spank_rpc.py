@@ -48,9 +48,17 @@ def drive(build: SpankBuild, *args: str, timeout_s: float = 60) -> Run:
 def start(
     build: SpankBuild, address: str, pattern: str, *extra: str, job: int = 42, ntasks: int = 2
 ) -> Run:
-    """What srun's local_user_init does: CreateJob + StartJob for job `job`, named "j"."""
+    """What srun's local_user_init does: OfferJob for job `job`, named "j"."""
     args = [str(job), "j", str(UID), str(ntasks), pattern, f"manager={address}", *extra]
-    return drive(build, "start", *args)
+    return drive(build, "offer", *args)
+
+
+def tasks(
+    build: SpankBuild, node: str, spec: str, *extra: str, job: int = 42, ntasks: int = 2
+) -> Run:
+    """What slurmstepd's task_post_fork does: CreateJob from the offer, StartJob,
+    RegisterProcess per RANK:PID of `spec`, WaitRoutes."""
+    return drive(build, "tasks", str(job), str(UID), str(ntasks), node, spec, *extra)
 
 
 def errors(run: Run) -> list[str]:
@@ -74,19 +82,18 @@ def manager(sock_dir: Path) -> Iterator[fm.RunningServer]:
     srv.stop()
 
 
-def test_start_sends_job_and_pattern_name(spank_build, manager) -> None:
+def test_offer_sends_job_and_pattern_name(spank_build, manager) -> None:
     run = drive(
-        spank_build, "start", "42", "lulesh", str(UID), "8", "cg:8", f"manager={manager.address}"
+        spank_build, "offer", "42", "lulesh", str(UID), "8", "cg:8", f"manager={manager.address}"
     )
     assert (run.rc, run.out) == (0, "ok"), run.lines
     assert errors(run) == []
     rec = manager.servicer.rec
-    assert rec.methods() == ["CreateJob", "StartJob"]
-    (create,) = rec.requests("CreateJob")
-    assert (create.job_id, create.name, create.uid, create.ntasks) == (42, "lulesh", UID, 8)
-    assert create.pattern.WhichOneof("source") == "name"
-    assert create.pattern.name == "cg:8"
-    assert rec.requests("StartJob")[0].job_id == 42
+    assert rec.methods() == ["OfferJob"]  # srun, as the user, creates nothing
+    (offer,) = rec.requests("OfferJob")
+    assert (offer.job_id, offer.name, offer.uid, offer.ntasks) == (42, "lulesh", UID, 8)
+    assert offer.pattern.WhichOneof("source") == "name"
+    assert offer.pattern.name == "cg:8" and not offer.from_offer
 
 
 def test_start_sends_a_pattern_file_by_contents(spank_build, manager, tmp_path) -> None:
@@ -95,7 +102,7 @@ def test_start_sends_a_pattern_file_by_contents(spank_build, manager, tmp_path) 
     path.write_bytes(data)
     run = start(spank_build, manager.address, str(path), job=7)
     assert (run.rc, run.out) == (0, "ok"), run.lines
-    (create,) = manager.servicer.rec.requests("CreateJob")
+    (create,) = manager.servicer.rec.requests("OfferJob")
     assert create.pattern.WhichOneof("source") == "file"
     assert create.pattern.file.filename == "ring.json"
     assert create.pattern.file.data == data
@@ -107,7 +114,7 @@ def test_a_64_mib_pattern_file_goes_through(spank_build, manager, tmp_path) -> N
         f.truncate(64 << 20)
     run = start(spank_build, manager.address, str(path), job=8)
     assert (run.rc, run.out) == (0, "ok"), run.lines
-    (create,) = manager.servicer.rec.requests("CreateJob")
+    (create,) = manager.servicer.rec.requests("OfferJob")
     assert len(create.pattern.file.data) == 64 << 20
 
 
@@ -140,15 +147,20 @@ def test_without_pattern_nothing_is_sent(spank_build, manager) -> None:
 def test_default_pattern_applies_without_the_option(spank_build, manager) -> None:
     run = start(spank_build, manager.address, "-", "default_pattern=ring:2", job=5)
     assert (run.rc, run.out) == (0, "ok"), run.lines
-    assert manager.servicer.rec.requests("CreateJob")[0].pattern.name == "ring:2"
+    assert manager.servicer.rec.requests("OfferJob")[0].pattern.name == "ring:2"
 
 
 def test_tasks_register_every_rank_then_wait(spank_build, manager) -> None:
     assert start(spank_build, manager.address, "cg:8", ntasks=4).rc == 0
-    run = drive(spank_build, "tasks", "42", "h2", "2:1002,3:1003", f"manager={manager.address}")
+    run = tasks(spank_build, "h2", "2:1002,3:1003", f"manager={manager.address}", ntasks=4)
     assert (run.rc, run.out) == (0, "ok"), run.lines
     rec = manager.servicer.rec
-    assert rec.methods()[2:] == ["RegisterProcess", "RegisterProcess", "WaitRoutes"]
+    assert rec.methods()[1:] == [
+        "CreateJob", "StartJob", "RegisterProcess", "RegisterProcess", "WaitRoutes",
+    ]  # fmt: skip
+    (create,) = rec.requests("CreateJob")  # the scheduler's side creates, from the offer
+    assert (create.job_id, create.uid, create.ntasks, create.from_offer) == (42, UID, 4, True)
+    assert create.name == "" and not create.HasField("pattern")
     regs = [(r.job_id, r.rank, r.node, r.pid) for r in rec.requests("RegisterProcess")]
     assert regs == [(42, 2, "h2", 1002), (42, 3, "h2", 1003)]
     (wait,) = rec.requests("WaitRoutes")
@@ -161,6 +173,7 @@ def test_tasks_register_every_rank_then_wait(spank_build, manager) -> None:
 
 def test_finish_and_finish_of_an_unknown_job(spank_build, manager) -> None:
     assert start(spank_build, manager.address, "cg:8", ntasks=1).rc == 0
+    assert tasks(spank_build, "h1", "0:1", f"manager={manager.address}", ntasks=1).rc == 0
     run = drive(spank_build, "finish", "42", f"manager={manager.address}")
     assert (run.rc, run.out) == (0, "ok"), run.lines
     assert manager.servicer.jobs[42].state == pb.JOB_STATE_FINISHED
@@ -173,17 +186,17 @@ def test_a_manager_error_fails_open_with_one_line(spank_build, manager) -> None:
     run = start(spank_build, manager.address, "nope")
     assert (run.rc, run.out) == (3, "fail-open")
     assert errors(run) == [
-        f"error: sdnmpi: manager {manager.address} refused CreateJob "
+        f"error: sdnmpi: manager {manager.address} refused OfferJob "
         "(NOT_FOUND: unknown pattern 'nope'); job 42 runs on default routes"
     ]
-    assert manager.servicer.rec.methods() == ["CreateJob"]
+    assert manager.servicer.rec.methods() == ["OfferJob"]
 
 
-def test_tasks_of_a_job_never_created_fail_open(spank_build, manager) -> None:
-    run = drive(spank_build, "tasks", "43", "h1", "0:1", f"manager={manager.address}")
+def test_tasks_of_a_job_never_offered_fail_open(spank_build, manager) -> None:
+    run = tasks(spank_build, "h1", "0:1", f"manager={manager.address}", job=43)
     assert (run.rc, run.out) == (3, "fail-open")
     (line,) = errors(run)
-    assert "refused RegisterProcess (NOT_FOUND: unknown job 43); job 43 runs on default" in line
+    assert "manager did not route job 43 (no pattern offered); job 43 runs on default" in line
 
 
 def test_require_1_fails_closed(spank_build, manager) -> None:
@@ -195,7 +208,7 @@ def test_require_1_fails_closed(spank_build, manager) -> None:
 
 def test_no_server_fails_open_at_once(spank_build, sock_dir) -> None:
     address = f"unix:{sock_dir / 'absent.sock'}"
-    run = drive(spank_build, "tasks", "42", "h1", "0:1", f"manager={address}", "connect_timeout=30")
+    run = tasks(spank_build, "h1", "0:1", f"manager={address}", "connect_timeout=30")
     assert (run.rc, run.out) == (3, "fail-open")
     assert run.elapsed_s < 10  # not connect_timeout: a missing socket is known at once
     assert errors(run) == [
@@ -223,16 +236,8 @@ def test_a_silent_listener_fails_open_within_connect_timeout(spank_build, sock_d
     s.bind(str(path))
     s.listen(8)  # accepts into the backlog, never speaks HTTP/2
     try:
-        run = drive(
-            spank_build,
-            "tasks",
-            "42",
-            "h1",
-            "0:1",
-            f"manager=unix:{path}",
-            "connect_timeout=1",
-            "timeout=1",
-        )
+        run = tasks(spank_build, "h1", "0:1", f"manager=unix:{path}", "connect_timeout=1",
+                    "timeout=1")  # fmt: skip
     finally:
         s.close()
     assert (run.rc, run.out) == (3, "fail-open")
@@ -269,16 +274,8 @@ def test_routes_not_installed_fail_open_in_bounded_time(
     srv = fm.serve(str(sock_dir / "m.sock"), wait=wait)
     try:
         assert start(spank_build, srv.address, "cg:8", ntasks=1).rc == 0
-        run = drive(
-            spank_build,
-            "tasks",
-            "42",
-            "h1",
-            "0:1",
-            f"manager={srv.address}",
-            "timeout=1",
-            "connect_timeout=1",
-        )
+        run = tasks(spank_build, "h1", "0:1", f"manager={srv.address}", "timeout=1",
+                    "connect_timeout=1", ntasks=1)  # fmt: skip
     finally:
         srv.stop()
     assert (run.rc, run.out) == (3, "fail-open")
@@ -311,12 +308,17 @@ def test_tls_manager_gets_the_token(spank_build, tls_files, tmp_path) -> None:
     token.write_text("s3cret-token\n")
     srv = fm.serve_tls(key.read_bytes(), cert.read_bytes())
     try:
-        run = start(spank_build, srv.address, "cg:8", f"tls_ca={cert}", f"token_file={token}")
+        tls = (f"tls_ca={cert}", f"token_file={token}")
+        run = start(spank_build, srv.address, "cg:8", *tls)
+        on_node = tasks(spank_build, "h1", "0:1", f"manager={srv.address}", *tls)
     finally:
         srv.stop()
     assert (run.rc, run.out) == (0, "ok"), run.lines
-    assert srv.servicer.rec.methods() == ["CreateJob", "StartJob"]
-    assert srv.servicer.rec.authorization == ["Bearer s3cret-token"] * 2
+    assert (on_node.rc, on_node.out) == (0, "ok"), on_node.lines
+    assert srv.servicer.rec.methods() == [
+        "OfferJob", "CreateJob", "StartJob", "RegisterProcess", "WaitRoutes",
+    ]  # fmt: skip
+    assert srv.servicer.rec.authorization == ["Bearer s3cret-token"] * 5
 
 
 def test_tls_with_the_wrong_ca_fails_open(spank_build, tls_files, tmp_path) -> None:

@@ -3,8 +3,9 @@
 // plugstack arguments:
 //
 //   driver config [KEY=VALUE...]
-//   driver start  JOB NAME UID NTASKS PATTERN|- [KEY=VALUE...]   (srun's local_user_init)
-//   driver tasks  JOB NODE RANK:PID[,RANK:PID...] [KEY=VALUE...] (slurmstepd's task_post_fork)
+//   driver offer  JOB NAME UID NTASKS PATTERN|- [KEY=VALUE...]   (srun's local_user_init)
+//   driver tasks  JOB UID NTASKS NODE RANK:PID[,RANK:PID...] [KEY=VALUE...]
+//                                                  (slurmstepd's task_post_fork)
 //   driver finish JOB [KEY=VALUE...]                             (exit)
 //
 // Log lines go to stderr with the plugin's "sdnmpi: " prefix and level; the
@@ -38,7 +39,7 @@ int usage(const std::string &why) {
     std::fprintf(stderr, "sdnmpi_spank_driver: %s\n", why.c_str());
     std::fprintf(stderr,
                  "usage: driver config [K=V...]\n"
-                 "       driver start JOB NAME UID NTASKS PATTERN|- [K=V...]\n"
+                 "       driver offer JOB NAME UID NTASKS PATTERN|- [K=V...]\n"
                  "       driver tasks JOB NODE RANK:PID[,RANK:PID...] [K=V...]\n"
                  "       driver finish JOB [K=V...]\n");
     return kUsage;
@@ -111,8 +112,8 @@ int cmd_config(int argc, char **argv) {
     return 0;
 }
 
-int cmd_start(int argc, char **argv) {
-    if (argc < 7) return usage("start needs JOB NAME UID NTASKS PATTERN");
+int cmd_offer(int argc, char **argv) {
+    if (argc < 7) return usage("offer needs JOB NAME UID NTASKS PATTERN");
     JobInfo job;
     job.name = argv[3];
     if (!parse_u64(argv[2], (1ULL << 40) - 1, job.job_id) || !parse_u32(argv[4], job.uid) ||
@@ -132,18 +133,19 @@ int cmd_start(int argc, char **argv) {
         std::puts("skipped");
         return 0;
     }
-    return report(start_job(cfg, job, std::move(pattern), log_stderr));
+    return report(offer_job(cfg, job, std::move(pattern), log_stderr));
 }
 
 int cmd_tasks(int argc, char **argv) {
-    if (argc < 5) return usage("tasks needs JOB NODE RANK:PID[,...]");
-    std::uint64_t job_id = 0;
+    if (argc < 7) return usage("tasks needs JOB UID NTASKS NODE RANK:PID[,...]");
+    JobInfo job;
     std::vector<TaskInfo> tasks;
-    if (!parse_u64(argv[2], (1ULL << 40) - 1, job_id) || !parse_tasks(argv[4], tasks))
-        return usage("bad JOB or RANK:PID list");
+    if (!parse_u64(argv[2], (1ULL << 40) - 1, job.job_id) || !parse_u32(argv[3], job.uid) ||
+        !parse_u32(argv[4], job.ntasks) || !parse_tasks(argv[6], tasks))
+        return usage("bad JOB, UID, NTASKS or RANK:PID list");
     Config cfg;
-    if (!load_config(argc, argv, 5, cfg)) return kUsage;
-    return report(register_and_wait(cfg, job_id, argv[3], tasks, log_stderr));
+    if (!load_config(argc, argv, 7, cfg)) return kUsage;
+    return report(register_and_wait(cfg, job, argv[5], tasks, log_stderr));
 }
 
 int cmd_finish(int argc, char **argv) {
@@ -162,7 +164,7 @@ int main(int argc, char **argv) {
     std::string cmd = argv[1];
     try {
         if (cmd == "config") return cmd_config(argc, argv);
-        if (cmd == "start") return cmd_start(argc, argv);
+        if (cmd == "offer") return cmd_offer(argc, argv);
         if (cmd == "tasks") return cmd_tasks(argc, argv);
         if (cmd == "finish") return cmd_finish(argc, argv);
     } catch (const std::exception &e) {

@@ -97,15 +97,28 @@ class ManagerClient:
         router: str = "",
     ) -> Any:
         """CreateJob; the pattern by name or a file's contents."""
-        source = None
-        if pattern_file is not None:
-            source = pb.PatternSource(file=_file(pattern_file))
-        elif pattern:
-            source = pb.PatternSource(name=pattern)
-        req = pb.CreateJobRequest(
-            job_id=job_id, name=name, uid=uid, ntasks=ntasks, pattern=source, router=router
-        )
+        req = _create_request(job_id, name, uid, ntasks, pattern, pattern_file, router)
         return self._call(self._stub.CreateJob, req)
+
+    def create_job_from_offer(self, job_id: int, name: str, uid: int, ntasks: int) -> Any:
+        """CreateJob as the scheduler, with what uid's srun offered for the job."""
+        req = pb.CreateJobRequest(job_id=job_id, name=name, uid=uid, ntasks=ntasks,
+                                  from_offer=True)  # fmt: skip
+        return self._call(self._stub.CreateJob, req)
+
+    def offer_job(
+        self,
+        job_id: int,
+        name: str,
+        uid: int,
+        ntasks: int,
+        pattern: str | None = None,
+        pattern_file: Path | None = None,
+        router: str = "",
+    ) -> Any:
+        """OfferJob: srun's pattern for a Slurm job the scheduler will create."""
+        req = _create_request(job_id, name, uid, ntasks, pattern, pattern_file, router)
+        return self._call(self._stub.OfferJob, req)
 
     def start_job(self, job_id: int) -> Any:
         """StartJob."""
@@ -221,3 +234,17 @@ def net_set_pattern(pattern_id: str) -> int:
         log.warning("net_set_pattern(%r): %s", pattern_id, exc)
         return 0
     return 1
+
+
+def _create_request(
+    job_id: int, name: str, uid: int, ntasks: int, pattern: str | None,
+    pattern_file: Path | None, router: str,
+) -> Any:  # fmt: skip
+    source = None
+    if pattern_file is not None:
+        source = pb.PatternSource(file=_file(pattern_file))
+    elif pattern:
+        source = pb.PatternSource(name=pattern)
+    return pb.CreateJobRequest(
+        job_id=job_id, name=name, uid=uid, ntasks=ntasks, pattern=source, router=router
+    )

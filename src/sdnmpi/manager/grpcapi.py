@@ -21,7 +21,7 @@ import grpc
 
 from sdnmpi.errors import SdnMpiError, StoreError
 from sdnmpi.manager import model
-from sdnmpi.manager.model import Caller, Job, Kind, ManagerError, StoredPattern
+from sdnmpi.manager.model import Caller, Job, Kind, ManagerError, Offer, StoredPattern
 from sdnmpi.manager.peercred import PeerTable
 from sdnmpi.manager.requests import CreateJob, PatternUpload, PutPattern, check_timeout_ms
 from sdnmpi.manager.service import ManagerService
@@ -118,6 +118,10 @@ class Servicer(pb_grpc.ManagerServicer):
     def CreateJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         req = _create_request(request)
         return self._run(context, lambda c: job_pb(self.service.create_job(c, req)))
+
+    def OfferJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        req = _create_request(request)
+        return self._run(context, lambda c: offer_pb(self.service.offer_job(c, req)))
 
     def StartJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         return self._run(context, lambda c: job_pb(self.service.start_job(c, request.job_id)))
@@ -217,7 +221,16 @@ def _create_request(request: Any) -> CreateJob:
         pattern_name=request.pattern.name if source == "name" else "",
         pattern_file=upload,
         router=request.router,
+        from_offer=request.from_offer,
     )
+
+
+def offer_pb(offer: Offer) -> Any:
+    """An Offer message."""
+    return pb.Offer(
+        job_id=offer.job_id, uid=offer.uid, name=offer.name, ntasks=offer.ntasks,
+        pattern=offer.pattern_name, router=offer.router, created_unix_s=offer.created_s,
+    )  # fmt: skip
 
 
 def status_pb(job: Job) -> Any:

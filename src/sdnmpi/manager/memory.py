@@ -10,7 +10,7 @@ import dataclasses
 import threading
 
 from sdnmpi.errors import StoreError
-from sdnmpi.manager.model import Job, JobState, Process, StoredPattern
+from sdnmpi.manager.model import Job, JobState, Offer, Process, StoredPattern
 
 
 class MemoryStore:
@@ -19,6 +19,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self._jobs: dict[int, Job] = {}
         self._patterns: dict[str, StoredPattern] = {}
+        self._offers: dict[tuple[int, int], Offer] = {}
         self._lock = threading.Lock()
 
     def get_job(self, job_id: int, *, brief: bool = False) -> Job | None:
@@ -91,6 +92,35 @@ class MemoryStore:
         """Remove; whether it existed."""
         with self._lock:
             return self._patterns.pop(name, None) is not None
+
+    def put_offer(self, offer: Offer) -> None:
+        """Insert or replace."""
+        with self._lock:
+            self._offers[(offer.job_id, offer.uid)] = offer
+
+    def get_offer(self, job_id: int, uid: int) -> Offer | None:
+        """The offer, or None."""
+        with self._lock:
+            return self._offers.get((job_id, uid))
+
+    def delete_offer(self, job_id: int, uid: int) -> bool:
+        """Remove; whether it existed."""
+        with self._lock:
+            return self._offers.pop((job_id, uid), None) is not None
+
+    def offer_usage(self, uid: int) -> tuple[int, int]:
+        """Offers of ``uid`` and their pattern bytes."""
+        with self._lock:
+            mine = [o for o in self._offers.values() if o.uid == uid]
+        return len(mine), sum(len(o.pattern_json) for o in mine)
+
+    def purge_offers(self, before_s: float) -> int:
+        """Remove offers older than ``before_s``."""
+        with self._lock:
+            old = [k for k, o in self._offers.items() if o.created_s < before_s]
+            for k in old:
+                del self._offers[k]
+        return len(old)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -16,6 +16,13 @@ from sdnmpi.errors import SdnMpiError
 
 #: Limits of the API (``manager.proto``).
 MAX_JOB_ID = 2**40 - 1
+#: Job ids 1 .. 2^32-1 are the scheduler's (Slurm's job ids are 32-bit): only the
+#: scheduler creates them.  A user's own jobs outside Slurm take 2^32 .. MAX_JOB_ID.
+MAX_SCHEDULER_JOB_ID = 2**32 - 1
+#: Pattern offers (srun's, for a scheduler job not yet created) a user may hold, and
+#: how long one waits for its job.
+MAX_OFFERS_PER_UID = 64
+OFFER_TTL_S = 24 * 3600.0
 MAX_NTASKS = 65536
 MAX_PATTERN_BYTES = 64 * 1024 * 1024
 MAX_WAIT_MS = 600_000
@@ -88,6 +95,34 @@ class Caller:
     def may_act_for(self, uid: int) -> bool:
         """Whether this caller may create or change what ``uid`` owns."""
         return self.is_scheduler or self.uid == uid
+
+
+def is_scheduler_job(job_id: int) -> bool:
+    """Whether ``job_id`` is in the scheduler's id space (a Slurm job id).
+
+    >>> is_scheduler_job(42), is_scheduler_job(2**32)
+    (True, False)
+    """
+    return job_id <= MAX_SCHEDULER_JOB_ID
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What a job's user asks for a scheduler job before the scheduler creates it.
+
+    srun sends it (the user's files are readable there); slurmstepd, on the
+    scheduler's side, creates the job and takes the offer of the uid Slurm says
+    owns the job.  Another user's offer for the same id is never taken.
+    """
+
+    job_id: int
+    uid: int
+    name: str
+    ntasks: int
+    router: str
+    pattern_name: str
+    pattern_json: bytes
+    created_s: float
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,17 @@ from contextlib import contextmanager
 from typing import Any
 
 from sdnmpi.errors import StoreError
-from sdnmpi.manager.model import Job, JobState, Process, StoredPattern
-from sdnmpi.manager.sqlite import MIGRATIONS, _job_row, _pattern, _pattern_row, _statements
+from sdnmpi.manager.model import Job, JobState, Offer, Process, StoredPattern
+from sdnmpi.manager.sqlite import (
+    _OFFER_COLUMNS,
+    MIGRATIONS,
+    _job_row,
+    _pattern,
+    _pattern_row,
+    _statements,
+    offer_of,
+    offer_row,
+)
 from sdnmpi.manager.sqlite import _job as _sqlite_job
 
 _JOB_COLUMNS = (
@@ -164,6 +173,44 @@ class PostgresStore:
         with self._tx() as cur:
             cur.execute("DELETE FROM patterns WHERE name = %s", (name,))
             return bool(cur.rowcount > 0)
+
+    def put_offer(self, offer: Offer) -> None:
+        """Insert or replace."""
+        with self._tx() as cur:
+            cur.execute(
+                "DELETE FROM offers WHERE job_id = %s AND uid = %s", (offer.job_id, offer.uid)
+            )
+            marks = ", ".join(["%s"] * 8)
+            cur.execute(f"INSERT INTO offers ({_OFFER_COLUMNS}) VALUES ({marks})", offer_row(offer))
+
+    def get_offer(self, job_id: int, uid: int) -> Offer | None:
+        """The offer, or None."""
+        with self._tx() as cur:
+            sql = f"SELECT {_OFFER_COLUMNS} FROM offers WHERE job_id = %s AND uid = %s"
+            row = cur.execute(sql, (job_id, uid)).fetchone()
+            return None if row is None else offer_of(row)
+
+    def delete_offer(self, job_id: int, uid: int) -> bool:
+        """Remove; whether it existed."""
+        with self._tx() as cur:
+            cur.execute("DELETE FROM offers WHERE job_id = %s AND uid = %s", (job_id, uid))
+            return bool(cur.rowcount > 0)
+
+    def offer_usage(self, uid: int) -> tuple[int, int]:
+        """Offers of ``uid`` and their pattern bytes."""
+        with self._tx() as cur:
+            row = cur.execute(
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(pattern_json)), 0) FROM offers "
+                "WHERE uid = %s",
+                (uid,),
+            ).fetchone()
+            return int(row[0]), int(row[1])
+
+    def purge_offers(self, before_s: float) -> int:
+        """Remove offers older than ``before_s``."""
+        with self._tx() as cur:
+            cur.execute("DELETE FROM offers WHERE created_s < %s", (before_s,))
+            return int(cur.rowcount)
 
     def close(self) -> None:
         """Close the connection."""

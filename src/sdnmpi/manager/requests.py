@@ -89,7 +89,9 @@ class PatternUpload:
 
 @dataclass(frozen=True)
 class CreateJob:
-    """CreateJob's arguments; ``pattern_name`` or ``pattern_file`` (or neither)."""
+    """CreateJob's (and OfferJob's) arguments; ``pattern_name`` or ``pattern_file``
+    (or neither).  ``from_offer``: the scheduler creates the job with what the job's
+    user offered for it (OfferJob, sent by srun), if anything."""
 
     job_id: int
     name: str
@@ -98,6 +100,7 @@ class CreateJob:
     pattern_name: str = ""
     pattern_file: PatternUpload | None = None
     router: str = ""
+    from_offer: bool = False
 
     def check(self) -> None:
         """Ranges and sizes of every field."""
@@ -114,11 +117,15 @@ class CreateJob:
             self.pattern_file.check()
         if self.router:
             check_router(self.router)
+        if self.from_offer and (self.pattern_name or self.pattern_file is not None):
+            raise invalid("from_offer takes the pattern from the offer: give no pattern")
 
     def fingerprint(self, router: str) -> str:
         """What a retry must repeat: every argument, the file by its hash."""
         if self.pattern_file is not None:
             source = f"file:{self.pattern_file.filename}:{sha256(self.pattern_file.data)}"
+        elif self.from_offer:
+            source = "offer"
         else:
             source = f"name:{self.pattern_name}"
         return sha256(f"{self.name}\0{self.uid}\0{self.ntasks}\0{router}\0{source}".encode())

@@ -20,6 +20,17 @@ failure leaves the job on default routes with ``detail`` saying why.
 
 Job ids on the controller's API belong to the manager: :meth:`reconcile`
 removes any job the controller holds that the store does not know as routed.
+
+Job identity comes from the scheduler, not from users (docs/manager.md, "Security
+model").  Ids 1 .. 2^32-1 are Slurm's job ids: only the scheduler (root, SlurmUser
+or a scheduler token) creates them and registers their ranks, so a job's nodes are
+the ones Slurm gave it.  srun, which runs as the job's user and reads the user's
+pattern file, *offers* the pattern first (:meth:`ManagerService.offer_job`); the
+scheduler's CreateJob ``from_offer`` takes the offer of the uid Slurm says owns the
+job, never another user's.  A user's own jobs outside Slurm take ids 2^32 ..
+2^40-1; where their host pairs meet a scheduler job's, the scheduler job's routes
+win.  A job, offer or pattern of another user is reported as not found (or as
+taken), never with its owner, nodes or name.
 """
 
 from __future__ import annotations
@@ -38,6 +49,9 @@ from sdnmpi.errors import SdnMpiError
 from sdnmpi.manager import patternfile, planning
 from sdnmpi.manager.model import (
     MAX_JOB_ID,
+    MAX_OFFERS_PER_UID,
+    MAX_SCHEDULER_JOB_ID,
+    OFFER_TTL_S,
     RUNNING,
     Caller,
     Install,
@@ -45,11 +59,13 @@ from sdnmpi.manager.model import (
     JobState,
     Kind,
     ManagerError,
+    Offer,
     Process,
     RoutePair,
     StoredPattern,
     denied,
     invalid,
+    is_scheduler_job,
     not_found,
     precondition,
 )
@@ -71,6 +87,8 @@ REBALANCE_JOBS = 8
 #: manager's lock for 360 s (benchmarks/bench_manager.py --large); 32-rank jobs have
 #: up to 992 pairs and re-plan in about a second on fat_tree(8).
 REBALANCE_MAX_PAIRS = 1024
+#: Pattern bytes (canonical JSON) one user's pending offers may hold in the store.
+MAX_OFFER_BYTES_PER_UID = 256 * 1024 * 1024
 
 #: (src host, dst host) -> node names of the path, as the controller's API takes them.
 Pairs = Mapping[tuple[str, str], Sequence[str]]
@@ -128,16 +146,21 @@ class ManagerService:
     def create_job(self, caller: Caller, req: CreateJob) -> Job:
         """Record a job (idempotent on its id with the same arguments)."""
         req.check()
+        if is_scheduler_job(req.job_id) and not caller.is_scheduler:
+            raise denied(
+                f"job ids 1..{MAX_SCHEDULER_JOB_ID} are the scheduler's (Slurm job ids): srun "
+                "offers a job's pattern (OfferJob) and slurmstepd creates the job; a job "
+                f"outside Slurm takes an id in {MAX_SCHEDULER_JOB_ID + 1}..{MAX_JOB_ID}"
+            )
         if not caller.may_act_for(req.uid):
-            raise denied(f"uid {caller.uid} may not create a job for uid {req.uid}")
+            raise denied(f"uid {caller.uid} may not create a job for another uid")
+        if req.from_offer and not is_scheduler_job(req.job_id):
+            raise invalid(f"from_offer is for scheduler job ids 1..{MAX_SCHEDULER_JOB_ID}")
         router = req.router or self.default_router
         fingerprint = req.fingerprint(router)
         old = self.store.get_job(req.job_id)
         if old is not None:
             return self._same_job(caller, old, fingerprint)
-        name, pattern = self._job_pattern(req)
-        if pattern is not None:
-            _check_fits(pattern, req.ntasks)
         job = Job(
             job_id=req.job_id,
             name=req.name,
@@ -146,19 +169,100 @@ class ManagerService:
             state=JobState.CREATED,
             router=router,
             created_s=self.clock(),
-            pattern_name=name,
-            pattern_json=b"" if pattern is None else patternfile.canonical(pattern),
             source_sha256=fingerprint,
         )
+        if req.from_offer:
+            job = self._with_offer(job)
+        else:
+            name, pattern = self._job_pattern(req)
+            if pattern is not None:
+                _check_fits(pattern, req.ntasks)
+                job = dataclasses.replace(
+                    job, pattern_name=name, pattern_json=patternfile.canonical(pattern)
+                )
+            else:
+                job = dataclasses.replace(job, pattern_name=name)
         self.store.create_job(job)
+        if req.from_offer:
+            self.store.delete_offer(job.job_id, job.uid)
         log.info(
-            "job %d created (uid %d, %d tasks, pattern %r)", job.job_id, job.uid, job.ntasks, name
-        )
+            "job %d created (uid %d, %d tasks, pattern %r)",
+            job.job_id, job.uid, job.ntasks, job.pattern_name,
+        )  # fmt: skip
         return job
+
+    def _with_offer(self, job: Job) -> Job:
+        """The job with what its user offered for it (nothing if no offer, or a bad one)."""
+        offer = self.store.get_offer(job.job_id, job.uid)
+        if offer is None or offer.created_s < self.clock() - OFFER_TTL_S:
+            return dataclasses.replace(job, detail="no pattern offered by the job's srun")
+        try:
+            pattern = patternfile.from_json(offer.pattern_json, f"job {job.job_id} offer")
+            _check_fits(pattern, job.ntasks)
+        except SdnMpiError as exc:
+            return dataclasses.replace(job, detail=f"offered pattern not used: {exc}")
+        return dataclasses.replace(
+            job,
+            name=job.name or offer.name,
+            router=offer.router or job.router,
+            pattern_name=offer.pattern_name,
+            pattern_json=offer.pattern_json,
+        )
+
+    def offer_job(self, caller: Caller, req: CreateJob) -> Offer:
+        """srun's pattern for a scheduler job that slurmstepd will create (the job's
+        user, or the scheduler for it).  Replacing one's own offer is allowed until the
+        job exists; each user holds at most :data:`MAX_OFFERS_PER_UID` offers and
+        :data:`MAX_OFFER_BYTES_PER_UID` pattern bytes, each kept one day at most."""
+        req.check()
+        if not is_scheduler_job(req.job_id):
+            raise invalid(
+                f"offers are for scheduler job ids 1..{MAX_SCHEDULER_JOB_ID}; "
+                "create a job of your own with CreateJob"
+            )
+        if req.from_offer:
+            raise invalid("an offer cannot come from an offer")
+        if not caller.may_act_for(req.uid):
+            raise denied(f"uid {caller.uid} may not offer for another uid")
+        now = self.clock()
+        self.store.purge_offers(now - OFFER_TTL_S)
+        if self.store.get_job(req.job_id, brief=True) is not None:
+            raise precondition(
+                f"job {req.job_id} already exists: an offer must come before the scheduler "
+                "creates the job (SetJobPattern changes a running job's pattern)"
+            )
+        old = self.store.get_offer(req.job_id, req.uid)
+        count, used = self.store.offer_usage(req.uid)
+        if old is not None:
+            count, used = count - 1, used - len(old.pattern_json)
+        if count >= MAX_OFFERS_PER_UID:
+            raise ManagerError(
+                Kind.RESOURCE_EXHAUSTED,
+                f"uid {req.uid} holds {count} pattern offers, the limit is {MAX_OFFERS_PER_UID} "
+                "(an offer is taken when its job starts, or withdrawn by FinishJob)",
+            )
+        name, pattern = self._job_pattern(req)
+        if pattern is None:
+            raise invalid("an offer needs a pattern (a name or a file)")
+        _check_fits(pattern, req.ntasks)
+        data = patternfile.canonical(pattern)
+        if used + len(data) > MAX_OFFER_BYTES_PER_UID:
+            raise ManagerError(
+                Kind.RESOURCE_EXHAUSTED,
+                f"uid {req.uid}'s pattern offers would hold {used + len(data)} bytes, the "
+                f"limit is {MAX_OFFER_BYTES_PER_UID}",
+            )
+        offer = Offer(
+            job_id=req.job_id, uid=req.uid, name=req.name, ntasks=req.ntasks,
+            router=req.router, pattern_name=name, pattern_json=data, created_s=now,
+        )  # fmt: skip
+        self.store.put_offer(offer)
+        log.info("job %d: uid %d offered pattern %r", req.job_id, req.uid, name)
+        return offer
 
     def _same_job(self, caller: Caller, old: Job, fingerprint: str) -> Job:
         if not caller.may_act_for(old.uid):
-            raise denied(f"job {old.job_id} belongs to uid {old.uid}, not {caller.uid}")
+            raise ManagerError(Kind.ALREADY_EXISTS, f"job id {old.job_id} is taken: choose another")
         if old.source_sha256 != fingerprint:
             raise ManagerError(
                 Kind.ALREADY_EXISTS,
@@ -188,9 +292,8 @@ class ManagerService:
             return job
         now = self.clock()
         if not job.pattern_json:
-            job = dataclasses.replace(
-                job, state=JobState.DEFAULT, started_s=now, detail="no pattern: default routes"
-            )
+            detail = "; ".join(filter(None, (job.detail, "no pattern: default routes")))
+            job = dataclasses.replace(job, state=JobState.DEFAULT, started_s=now, detail=detail)
             self.store.save_job(job)
             return job
         job = dataclasses.replace(job, state=JobState.STARTING, started_s=now)
@@ -204,7 +307,13 @@ class ManagerService:
         a manager killed in between restarts with a finished job whose routes
         :meth:`reconcile` removes (it removes every job the controller holds that
         the store does not know as routed), never one it would route again."""
-        job = self._owned(caller, job_id)
+        found = self.store.get_job(check_job_id(job_id))
+        if found is None or not caller.may_act_for(found.uid):
+            # srun finishing a step whose job was never created: its offer goes
+            withdrawn = is_scheduler_job(job_id) and self.store.delete_offer(job_id, caller.uid)
+            raise not_found(f"no job {job_id}" + ("; your offer for it is withdrawn"
+                                                  if withdrawn else ""))  # fmt: skip
+        job = found
         if job.state is JobState.FINISHED:
             return job
         held = job.state in (JobState.ROUTED, JobState.STARTING)
@@ -240,6 +349,11 @@ class ManagerService:
         """
         check_text("node", node, empty=False)
         job = self._owned(caller, job_id, brief=True)
+        if is_scheduler_job(job_id) and not caller.is_scheduler:
+            raise denied(
+                f"the ranks of scheduler job {job_id} are registered by the scheduler "
+                "(slurmstepd on the nodes Slurm gave the job), not by its user"
+            )
         if not 0 <= rank < job.ntasks:
             raise invalid(f"rank {rank} is out of range 0..{job.ntasks - 1} of job {job_id}")
         if job.state is JobState.FINISHED:
@@ -304,7 +418,7 @@ class ManagerService:
         t0 = self.clock()
         moved: dict[int, tuple[RoutePair, ...]] = {}
         try:
-            topo = self.fabric.topology()
+            topo = self._topology_for(job)
             routes, shared = self._unshared(job, self._plan(job, topo))
             if not routes:
                 why = shared or "the pattern sends nothing between hosts"
@@ -326,6 +440,25 @@ class ManagerService:
         if job.state is JobState.ROUTED:
             self._move(job.job_id, moved)
         return job
+
+    def _topology_for(self, job: Job) -> Topology:
+        """The live topology, after the user jobs holding host pairs a scheduler job
+        needs have left them (they run on default routes; the scheduler's job wins)."""
+        topo = self.fabric.topology()
+        if not is_scheduler_job(job.job_id):
+            return topo
+        hosts = {p.node for p in job.processes}
+        for other in self.store.list_jobs():
+            if other.state is not JobState.ROUTED or is_scheduler_job(other.job_id):
+                continue
+            if any(r.src in hosts and r.dst in hosts for r in other.routes):
+                self.fabric.remove(other.job_id)
+                detail = f"host pairs taken by scheduler job {job.job_id}: default routes"
+                self.store.save_job(dataclasses.replace(
+                    other, state=JobState.DEFAULT, routes=(), install=Install(), detail=detail
+                ))  # fmt: skip
+                log.info("job %d: %s", other.job_id, detail)
+        return topo
 
     def _rebalanced(
         self, job: Job, routes: tuple[RoutePair, ...], topo: Topology
@@ -518,7 +651,7 @@ class ManagerService:
                     "use replace",
                 )
             if not caller.may_act_for(old.owner_uid):
-                raise denied(f"pattern {req.name!r} belongs to uid {old.owner_uid}")
+                raise denied(f"pattern {req.name!r} belongs to another user")
             new = dataclasses.replace(new, owner_uid=old.owner_uid)
         self.store.put_pattern(new)
         return new
@@ -539,7 +672,7 @@ class ManagerService:
         """Remove a stored pattern (its owner or the scheduler); running jobs keep their copy."""
         stored = self.get_pattern(caller, name)
         if not caller.may_act_for(stored.owner_uid):
-            raise denied(f"pattern {name!r} belongs to uid {stored.owner_uid}")
+            raise denied(f"pattern {name!r} belongs to another user")
         self.store.delete_pattern(name)
         return stored
 
@@ -553,7 +686,7 @@ class ManagerService:
     def _owned(self, caller: Caller, job_id: int, *, brief: bool = False) -> Job:
         job = self._job(job_id, brief=brief)
         if not caller.may_act_for(job.uid):
-            raise denied(f"job {job_id} belongs to uid {job.uid}, not {caller.uid}")
+            raise not_found(f"no job {job_id}")  # the same answer as for no job at all
         return job
 
     @staticmethod

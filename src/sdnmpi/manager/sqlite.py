@@ -23,7 +23,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from sdnmpi.errors import StoreError
 from sdnmpi.manager.files import private_database
-from sdnmpi.manager.model import Install, Job, JobState, Process, RoutePair, StoredPattern
+from sdnmpi.manager.model import Install, Job, JobState, Offer, Process, RoutePair, StoredPattern
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -78,8 +78,24 @@ CREATE TABLE patterns (
 );
 """
 
+#: Version 2: srun's pattern offers for scheduler jobs not yet created (issue 12).
+SCHEMA_V2 = """
+CREATE TABLE offers (
+    job_id INTEGER NOT NULL,
+    uid INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    ntasks INTEGER NOT NULL,
+    router TEXT NOT NULL,
+    pattern_name TEXT NOT NULL,
+    pattern_json BLOB NOT NULL,
+    created_s REAL NOT NULL,
+    PRIMARY KEY (job_id, uid)
+);
+CREATE INDEX offers_uid ON offers(uid);
+"""
+
 #: Schema steps; step i takes ``user_version`` i to i + 1.
-MIGRATIONS: tuple[str, ...] = (SCHEMA_V1,)
+MIGRATIONS: tuple[str, ...] = (SCHEMA_V1, SCHEMA_V2)
 
 _JOB_COLUMNS = (
     "job_id, name, uid, ntasks, state, router, pattern_name, pattern_json, source_sha256, "
@@ -91,6 +107,7 @@ _PATTERN_COLUMNS = (
     "name, owner_uid, description, bandwidth_bps, latency_s, json, sha256, created_s, "
     "nranks, phases, total_bytes"
 )
+_OFFER_COLUMNS = "job_id, uid, name, ntasks, router, pattern_name, pattern_json, created_s"
 
 
 def _guarded(method: Callable[P, R]) -> Callable[P, R]:
@@ -283,6 +300,48 @@ class SqliteStore:
         with self._write() as db:
             return db.execute("DELETE FROM patterns WHERE name = ?", (name,)).rowcount > 0
 
+    # -- offers -----------------------------------------------------------------------
+    @_guarded
+    def put_offer(self, offer: Offer) -> None:
+        """Insert or replace."""
+        with self._write() as db:
+            marks = ", ".join("?" * 8)
+            db.execute(
+                f"INSERT OR REPLACE INTO offers ({_OFFER_COLUMNS}) VALUES ({marks})",
+                offer_row(offer),
+            )
+
+    @_guarded
+    def get_offer(self, job_id: int, uid: int) -> Offer | None:
+        """The offer, or None."""
+        with self._lock:
+            sql = f"SELECT {_OFFER_COLUMNS} FROM offers WHERE job_id = ? AND uid = ?"
+            row = self._db.execute(sql, (job_id, uid)).fetchone()
+        return None if row is None else offer_of(row)
+
+    @_guarded
+    def delete_offer(self, job_id: int, uid: int) -> bool:
+        """Remove; whether it existed."""
+        with self._write() as db:
+            sql = "DELETE FROM offers WHERE job_id = ? AND uid = ?"
+            return db.execute(sql, (job_id, uid)).rowcount > 0
+
+    @_guarded
+    def offer_usage(self, uid: int) -> tuple[int, int]:
+        """Offers of ``uid`` and their pattern bytes."""
+        with self._lock:
+            sql = (
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(pattern_json)), 0) FROM offers WHERE uid = ?"
+            )
+            row = self._db.execute(sql, (uid,)).fetchone()
+        return int(row[0]), int(row[1])
+
+    @_guarded
+    def purge_offers(self, before_s: float) -> int:
+        """Remove offers older than ``before_s``."""
+        with self._write() as db:
+            return int(db.execute("DELETE FROM offers WHERE created_s < ?", (before_s,)).rowcount)
+
     def close(self) -> None:
         """Close the connection (the WAL is checkpointed by SQLite)."""
         with self._lock:
@@ -418,3 +477,17 @@ def _pattern(row: tuple[Any, ...]) -> StoredPattern:
         phases=int(row[9]),
         total_bytes=float(row[10]),
     )
+
+
+def offer_row(o: Offer) -> tuple[Any, ...]:
+    """An offer's column values (``_OFFER_COLUMNS``)."""
+    return (o.job_id, o.uid, o.name, o.ntasks, o.router, o.pattern_name, o.pattern_json,
+            o.created_s)  # fmt: skip
+
+
+def offer_of(row: Sequence[Any]) -> Offer:
+    """An offer from its columns."""
+    return Offer(
+        job_id=int(row[0]), uid=int(row[1]), name=row[2], ntasks=int(row[3]), router=row[4],
+        pattern_name=row[5], pattern_json=bytes(row[6]), created_s=float(row[7]),
+    )  # fmt: skip

@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Protocol
 
 from sdnmpi.errors import StoreError
-from sdnmpi.manager.model import Job, Process, StoredPattern
+from sdnmpi.manager.model import Job, Offer, Process, StoredPattern
 
 
 class Store(Protocol):
-    """Jobs (with their processes and routes) and stored patterns."""
+    """Jobs (with their processes and routes), stored patterns and pattern offers."""
 
     def get_job(self, job_id: int, *, brief: bool = False) -> Job | None:
         """The job with its processes and routes, or None.
@@ -64,6 +64,26 @@ class Store(Protocol):
 
     def delete_pattern(self, name: str) -> bool:
         """Remove a stored pattern; whether it existed."""
+        ...
+
+    def put_offer(self, offer: Offer) -> None:
+        """Insert or replace the offer of (job id, uid)."""
+        ...
+
+    def get_offer(self, job_id: int, uid: int) -> Offer | None:
+        """The offer ``uid`` made for ``job_id``, or None."""
+        ...
+
+    def delete_offer(self, job_id: int, uid: int) -> bool:
+        """Remove one offer; whether it existed."""
+        ...
+
+    def offer_usage(self, uid: int) -> tuple[int, int]:
+        """How many offers ``uid`` holds and their pattern bytes (its quota's use)."""
+        ...
+
+    def purge_offers(self, before_s: float) -> int:
+        """Remove the offers made before ``before_s``; how many."""
         ...
 
     def close(self) -> None:
