@@ -15,6 +15,7 @@ help:
 	@echo "make demo   install what is missing, then run the main end-to-end job"
 	@echo "make test   install what is missing, then run lint, type checks and all tests"
 	@echo "make bench  run the benchmarks (figures and ratios)"
+	@echo "make fuzz [SECONDS=300]  mutate every parser's inputs; inputs tried and crashes per format"
 	@echo "make exp-unisonflow  the UnisonFlow experiment on the emulated fabric (root)"
 	@echo "make exp-overhead    tagging and profiling overhead: emulated fabric, then a direct link (root)"
 	@echo "make exp-allreduce   SDN_MPI_Allreduce: push mode vs default routes (root)"
@@ -70,6 +71,12 @@ BENCHMARKS := bench_core bench_routing bench_ours bench_sim bench_quality bench_
 
 bench: $(STAMP)
 	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b.py"; $(BIN)/python benchmarks/$$b.py || exit 1; done
+
+# Issue 12: every parser an untrusted input reaches, fuzzed for SECONDS (crashes in out/fuzz).
+SECONDS ?= 300
+.PHONY: fuzz
+fuzz: $(STAMP) $(PB)
+	$(BIN)/python scripts/fuzz.py --seconds $(SECONDS)
 
 # Issue 5's UnisonFlow experiment (root): Bcast via spine1, Reduce via spine2, vs ECMP.
 exp-unisonflow: $(STAMP)

@@ -261,6 +261,10 @@ def run_job(name: str, argv: list[str], timeout_s: float) -> tuple[dict[str, Any
 #: A start can also hang (no output until the time limit, 2026-11-26 22:57, on a
 #: loaded machine): that run is cancelled and tried again too.
 ATTEMPTS = 5
+#: Time for an app's first run, before its own duration is known: five times the
+#: slowest app's run (FT, 70 s with the whole srun); later runs get six times theirs.
+#: A hung start costs this much before it is tried again.
+FIRST_RUN_S = 360.0
 
 
 def run_retrying(
@@ -345,7 +349,7 @@ def run_app(
     out: dict[str, Any] = {"app": app.name, "spec": spec, "nprocs": pattern.nprocs,
                            "times_s": {w: [] for w in WAYS}, "cpu": {w: [] for w in WAYS},
                            "routes": [], "retries": []}  # fmt: skip
-    budget = 600.0
+    budget = FIRST_RUN_S
     hosts: list[str] = []
     for rep in range(setup.reps):
         for way in WAYS:

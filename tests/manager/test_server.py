@@ -345,3 +345,52 @@ def test_locked_database_is_unavailable_not_a_hang(sock_dir: Path, fabric):
     finally:
         other.close()
         r.stop()
+
+
+def test_a_users_waits_are_bounded_and_others_are_served(running: Running, sock_dir: Path):
+    """300 WaitRoutes once held every worker thread: GetJob of another user waited
+    22 s.  A user's waits beyond 16 are refused at once; the others are served."""
+    from sdnmpi.manager.grpcapi import MAX_WAITS_PER_USER
+
+    pat = write_pattern(sock_dir / "p.json")
+    own = 2**32 + 5
+    with running.client("alice") as alice, running.client() as root:
+        alice.create_job(own, "w", ALICE_UID, 2, pattern_file=pat)
+        alice.start_job(own)  # never all ranks registered: waits until their timeout
+        results: list[object] = []
+        waiters = [
+            threading.Thread(
+                target=lambda: results.append(code_of(lambda: alice.wait_routes(own, 3000)))
+            )
+            for _ in range(MAX_WAITS_PER_USER)
+        ]
+        for w in waiters:
+            w.start()
+        time.sleep(0.5)  # all waiting (a refusal would already be in results)
+        assert results == []
+        assert code_of(lambda: alice.wait_routes(own, 3000)) is Kind.RESOURCE_EXHAUSTED
+        root.create_job(3, "other", 0, 1)
+        assert root.get_job(3).job_id == 3
+        assert all(w.is_alive() for w in waiters)  # served while alice's waits go on
+        for w in waiters:
+            w.join(10)
+        assert results == [Kind.DEADLINE_EXCEEDED] * MAX_WAITS_PER_USER
+
+
+def test_wait_slots_count_per_user_and_in_all():
+    from sdnmpi.manager.grpcapi import WaitSlots
+    from sdnmpi.manager.model import Caller, ManagerError
+
+    slots = WaitSlots(total=3, per_user=2)
+    alice, sched = Caller(ALICE_UID), Caller(0, True)
+    slots.acquire(alice)
+    slots.acquire(alice)
+    with pytest.raises(ManagerError, match="limit 2 per user"):
+        slots.acquire(alice)
+    slots.acquire(sched)
+    with pytest.raises(ManagerError, match="3 WaitRoutes calls are waiting"):
+        slots.acquire(sched)
+    slots.release(alice)
+    slots.acquire(sched)  # the scheduler has no per-user bound
+    with pytest.raises(ManagerError):
+        slots.acquire(alice)

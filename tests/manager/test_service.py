@@ -653,3 +653,67 @@ def test_host_pairs_shared_with_another_job_keep_its_routes(service: ManagerServ
     # entirely shared: default routes, with the reason
     third = run_job(service, 3, ["h1", "h5"])
     assert third.state is JobState.DEFAULT and "shared with job 1" in third.detail
+
+
+# -- cost bounds ------------------------------------------------------------------------
+
+
+def test_patterns_beyond_the_cell_budget_are_refused_before_they_grow(service: ManagerService):
+    """alltoall:nprocs=1536 held the lock 7.3 s; 4096 needed over 3 GiB: both are
+    refused with the limit named, and the job is not created."""
+    from sdnmpi.manager.patternfile import MAX_PATTERN_CELLS, MAX_SPEC_NPROCS
+
+    for spec, limit in (
+        ("alltoall:nprocs=1536,bytes=1048576", str(MAX_PATTERN_CELLS)),
+        ("allreduce:nprocs=10000,bytes=8", str(MAX_SPEC_NPROCS)),
+    ):
+        with pytest.raises(ManagerError) as exc:
+            service.create_job(SCHED, CreateJob(7, "big", 0, 10000, pattern_name=spec))
+        assert kind(exc) is Kind.RESOURCE_EXHAUSTED and limit in str(exc.value)
+    assert service.store.get_job(7) is None
+    ok = service.create_job(
+        SCHED, CreateJob(7, "ok", 0, 512, pattern_name="alltoall:nprocs=512,bytes=8")
+    )
+    assert ok.pattern_json
+
+
+def test_an_uploaded_file_beyond_the_cell_budget_is_refused(service: ManagerService):
+    from sdnmpi.manager.patternfile import MAX_PATTERN_CELLS
+
+    n = 1024  # one phase of n*(n-1) > 2^19 cells, in a JSON file of a few MB
+    cells = [(s, d, 1) for s in range(n) for d in range(n) if s != d]
+    big = pattern_bytes(Pattern("dense", n, (Phase.from_cells("all", cells),)))
+    with pytest.raises(ManagerError) as exc:
+        service.put_pattern(ALICE, PutPattern("dense", PatternUpload("d.json", big)))
+    assert kind(exc) is Kind.RESOURCE_EXHAUSTED and str(MAX_PATTERN_CELLS) in str(exc.value)
+    assert service.store.get_pattern("dense") is None
+
+
+def test_per_user_quotas_name_their_limit(service: ManagerService, monkeypatch):
+    import sdnmpi.manager.service as svc_mod
+
+    monkeypatch.setattr(svc_mod, "MAX_JOBS_PER_UID", 2)
+    monkeypatch.setattr(svc_mod, "MAX_PATTERNS_PER_UID", 2)
+    for i in range(2):
+        service.create_job(BOB, CreateJob(UJ + i, "j", BOB.uid, 2))
+    with pytest.raises(ManagerError) as exc:
+        service.create_job(BOB, CreateJob(UJ + 2, "j", BOB.uid, 2))
+    assert kind(exc) is Kind.RESOURCE_EXHAUSTED and "2 unfinished jobs" in str(exc.value)
+    service.finish_job(BOB, UJ)  # a finished job no longer counts, nor keeps its pattern
+    assert service.create_job(BOB, CreateJob(UJ + 2, "j", BOB.uid, 2)).uid == BOB.uid
+    finished = service.store.get_job(UJ)
+    assert finished is not None and finished.pattern_json == b""
+    assert service.create_job(SCHED, CreateJob(7, "s", BOB.uid, 2)).uid == BOB.uid  # scheduler
+    upload = PatternUpload("p.json", pattern_bytes())
+    for name in ("a", "b"):
+        service.put_pattern(BOB, PutPattern(name, upload))
+    assert service.put_pattern(BOB, PutPattern("a", PatternUpload(
+        "q.json", pattern_bytes(pairs_pattern(4))), replace=True)).nranks == 4  # fmt: skip
+    with pytest.raises(ManagerError) as exc:
+        service.put_pattern(BOB, PutPattern("c", upload))
+    assert kind(exc) is Kind.RESOURCE_EXHAUSTED and "2 stored patterns" in str(exc.value)
+    assert service.put_pattern(ALICE, PutPattern("c", upload)).owner_uid == ALICE.uid
+    monkeypatch.setattr(svc_mod, "MAX_PATTERN_BYTES_PER_UID", 10)
+    with pytest.raises(ManagerError) as exc:
+        service.put_pattern(ALICE, PutPattern("d", upload))
+    assert kind(exc) is Kind.RESOURCE_EXHAUSTED and "limit per user is 10" in str(exc.value)

@@ -106,6 +106,7 @@ def run_command(
 ) -> None:
     """Serve the gRPC API until SIGTERM."""
     from sdnmpi.core.routing import ROUTERS
+    from sdnmpi.manager import sandbox
     from sdnmpi.manager.controller import ControllerFabric
     from sdnmpi.manager.peercred import Limits
     from sdnmpi.manager.server import ManagerServer, scheduler_uids
@@ -128,6 +129,7 @@ def run_command(
             time.time,
             default_router=router,
             rebalance=rebalance,
+            decoder=sandbox.decode,  # uploads are parsed in a child with hard limits
         )
         server = ManagerServer(
             service,

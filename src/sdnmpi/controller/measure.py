@@ -44,8 +44,8 @@ def parse(req: Mapping[str, Any]) -> tuple[str, int, tuple[str, ...]]:
     ('measure_read', 1099511627776, ())
     """
     op = req.get("op")
-    if op not in MEASURE_OPS:
-        raise ConfigError(f"unknown measurement op {op!r}")
+    if not isinstance(op, str) or op not in MEASURE_OPS:
+        raise ConfigError(f"unknown measurement op {str(op)[:100]!r}")
     if set(req) != MEASURE_OPS[op]:
         raise ConfigError(f"{op} takes keys {sorted(MEASURE_OPS[op])}, got {sorted(req)}")
     job_id = req["job_id"]

@@ -386,9 +386,19 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 stream.flush()
 
     def api_request(self, line: bytes) -> dict[str, Any]:
-        """Answer one request line; errors are replies (``ok: false``), never exceptions."""
-        req = _object(line)
+        """Answer one request line; errors are replies (``ok: false``), never exceptions
+        (an unexpected one is logged and answered as an internal error)."""
+        try:
+            return self._api_request(line)
+        except Exception as exc:
+            log.exception("API request crashed: %.200r", line)
+            return {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}
+
+    def _api_request(self, line: bytes) -> dict[str, Any]:
+        req = request_object(line)
         op = req.get("op") if req is not None else None
+        if not isinstance(op, str):
+            req = None  # parse_request names what is wrong
         if req is not None and op in TAG_OPS:
             return self._tag_request(req)
         if req is not None and op in QUERY_OPS and set(req) == {"op"}:
@@ -574,15 +584,17 @@ QUERY_OPS = ("topology", "jobs")
 PERSISTED_TAG_OPS = ("tag_join", "tag_leave", "tag_collectives", "tag_push")
 
 
-def _object(line: bytes) -> dict[str, Any] | None:
+def request_object(line: bytes) -> dict[str, Any] | None:
     """The request line as a JSON object, or None (``parse_request`` says what is wrong).
 
-    >>> _object(b'{"op": "jobs"}'), _object(b"[1]"), _object(b"{")
+    >>> request_object(b'{"op": "jobs"}'), request_object(b"[1]"), request_object(b"{")
     ({'op': 'jobs'}, None, None)
+    >>> request_object(b"[" * 100000) is None  # too deep for the parser: not an object
+    True
     """
     try:
         obj = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # bad JSON or UTF-8, 4300-digit numbers, depth
         return None
     return obj if isinstance(obj, dict) else None
 
@@ -601,10 +613,10 @@ def parse_request(line: bytes) -> tuple[str, int, dict[tuple[str, str], list[str
     """
     try:
         obj = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"request is not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"request is not JSON: {str(exc)[:200]}") from None
     op = obj.get("op") if isinstance(obj, dict) else None
-    if op not in _API_KEYS:
+    if not isinstance(op, str) or op not in _API_KEYS:
         raise ConfigError(f"unknown op {op!r}; known: {sorted([*_API_KEYS, *QUERY_OPS])}")
     if set(obj) != _API_KEYS[op]:
         raise ConfigError(f"{op} takes keys {sorted(_API_KEYS[op])}, got {sorted(obj)}")

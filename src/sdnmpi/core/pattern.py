@@ -22,8 +22,10 @@ hop count), and an optional message-size histogram.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -86,6 +88,74 @@ def _frozen(values: Iterable[int] | npt.ArrayLike) -> IntArray:
     return arr
 
 
+class CellBudgetError(PatternError):
+    """More cells were built than the :func:`cell_budget` in force allows."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the pattern has more than {limit} cells (sender-receiver pairs summed over "
+            "its phases), the limit of what may be built here"
+        )
+        self.limit = limit
+
+
+@dataclass
+class CellBudget:
+    """What a :func:`cell_budget` allows, and what was asked of it."""
+
+    limit: int
+    left: int
+
+    @property
+    def exceeded(self) -> bool:
+        """Whether a phase asked for more than was left (the error it raised may have
+        been wrapped by a parser into its own, naming where)."""
+        return self.left < 0
+
+
+_BUDGET: ContextVar[CellBudget | None] = ContextVar("sdnmpi_cell_budget", default=None)
+
+
+@contextlib.contextmanager
+def cell_budget(limit: int) -> Iterator[CellBudget]:
+    """Bound the cells every phase built in this context adds up to (the phases of
+    a spec's expansion, or of a file being parsed): the phase that would pass
+    ``limit`` raises :class:`CellBudgetError` before it is merged, so time and
+    memory stay proportional to ``limit`` whatever a spec or file asks for.  A
+    service building untrusted patterns uses it (the manager, issue 12).
+
+    >>> with cell_budget(3) as budget:
+    ...     _ = Phase.from_cells("a", [(0, 1, 5), (1, 0, 5)])
+    ...     Phase.from_cells("b", [(0, 1, 5), (1, 2, 5)])
+    Traceback (most recent call last):
+    ...
+    sdnmpi.core.pattern.CellBudgetError: the pattern has more than 3 cells ...
+    >>> budget.exceeded
+    True
+    """
+    budget = CellBudget(limit, limit)
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
+
+
+def reserve_cells(cells: int) -> None:
+    """Charge ``cells`` to the :func:`cell_budget` in force (none: nothing), before a
+    reader allocates them densely; :class:`CellBudgetError` past the budget."""
+    _charge(cells)
+
+
+def _charge(cells: int) -> None:
+    budget = _BUDGET.get()
+    if budget is None:
+        return
+    budget.left -= cells
+    if budget.left < 0:
+        raise CellBudgetError(budget.limit)
+
+
 def check_nprocs(nprocs: int, what: str) -> int:
     """``nprocs`` if it is 1..:data:`MAX_NPROCS`, else a PatternError naming ``what``
     (checked before anything is allocated per endpoint)."""
@@ -132,7 +202,9 @@ class Phase:
         sizes: Mapping[tuple[int, int], Histogram] | None = None,
     ) -> Phase:
         """Build a phase from parallel arrays, merging duplicate (src, dst) pairs."""
-        s, d, b = _frozen(src), _frozen(dst), _frozen(size_bytes)
+        s = _frozen(src)
+        _charge(int(s.size))
+        d, b = _frozen(dst), _frozen(size_bytes)
         m = _frozen(np.ones_like(s) if messages is None else messages)
         k = None if kind is None else _frozen(kind)
         h = None if max_hops is None else _frozen(max_hops)

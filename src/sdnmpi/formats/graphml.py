@@ -26,6 +26,7 @@ from xml.etree.ElementTree import Element, SubElement, indent, tostring
 from sdnmpi.core.topology import DEFAULT_LATENCY_S, Host, Link, Switch, Topology, normalize_mac
 from sdnmpi.errors import FormatError, SdnMpiError
 from sdnmpi.formats import safexml
+from sdnmpi.formats.native import parse_json
 
 NS = "http://graphml.graphdrawing.org/xmlns"
 _Q = f"{{{NS}}}"
@@ -211,10 +212,7 @@ def _link(fwd: _Edge, rev: _Edge | None, ports: _PortAllocator, source: str) -> 
 def _meta(text: str | None, source: str) -> dict[str, Any]:
     if not text:
         return {}
-    try:
-        meta = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{source}: sdnmpi_meta is not JSON: {exc}") from None
+    meta = parse_json(text, f"{source}: sdnmpi_meta")
     if not isinstance(meta, dict):
         raise FormatError(f"{source}: sdnmpi_meta must be a JSON object")
     return meta

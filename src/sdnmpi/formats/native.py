@@ -22,6 +22,7 @@ Readers reject unknown keys and wrong types with the file and the field named.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -224,19 +225,36 @@ def _sizes(r: _Reader, obj: Any, where: str) -> dict[tuple[int, int], tuple[tupl
 # -- files ----------------------------------------------------------------------------
 
 
+def parse_json(data: bytes | str, source: str) -> Any:
+    """JSON text as Python values; :class:`FormatError` for anything json cannot take
+    (bad syntax or UTF-8, nesting deeper than Python's stack, integers of over 4300
+    digits), never another exception.
+
+    >>> parse_json(b"[" * 100000, "x")
+    Traceback (most recent call last):
+    ...
+    sdnmpi.errors.FormatError: x: not valid JSON here: nested too deep
+    """
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FormatError(f"{source}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise FormatError(f"{source}: not valid JSON here: nested too deep") from None
+    except ValueError:  # what json.loads raises besides JSONDecodeError
+        raise FormatError(
+            f"{source}: not valid JSON here: an integer of over 4300 digits"
+        ) from None
+
+
 def load_json(path: str | Path) -> Topology | Pattern:
     """Read a topology or pattern JSON file (dispatch on its ``format`` field)."""
     p = Path(path)
     try:
-        obj = json.loads(p.read_text())
+        data = p.read_bytes()
     except OSError as exc:
         raise FormatError(f"{p}: cannot read: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FormatError(f"{p}: not valid JSON: {exc}") from None
-    except RecursionError:
-        raise FormatError(f"{p}: not valid JSON here: nested too deep") from None
-    except ValueError:  # what json.loads raises besides JSONDecodeError
-        raise FormatError(f"{p}: not valid JSON here: an integer of over 4300 digits") from None
+    obj = parse_json(data, str(p))
     kind = obj.get("format") if isinstance(obj, dict) else None
     if kind == TOPOLOGY_FORMAT:
         return topology_from_dict(obj, str(p))
@@ -287,14 +305,22 @@ class _Reader:
     def integer(self, obj: dict[str, Any], key: str, where: str) -> int:
         value = obj.get(key)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(f"{where}.{key} must be an integer, got {value!r}")
+            raise self.fail(f"{where}.{key} must be an integer, got {str(value)[:60]}")
+        if not -(2**63) <= value < 2**63:
+            raise self.fail(f"{where}.{key} does not fit in 64 bits")
         return value
 
     def number(self, obj: dict[str, Any], key: str, where: str) -> float:
         value = obj.get(key)
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(f"{where}.{key} must be a number, got {value!r}")
-        return float(value)
+            raise self.fail(f"{where}.{key} must be a number, got {str(value)[:60]}")
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise self.fail(f"{where}.{key} must be a finite number")
+        return number
 
     def flag(self, obj: dict[str, Any], key: str, where: str) -> bool:
         value = obj.get(key, True)

@@ -27,15 +27,19 @@ entities) and rejects unknown elements and attributes.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 from xml.etree.ElementTree import Element, SubElement, indent, tostring
 
-from sdnmpi.core.pattern import Cell, Pattern, Phase
+from sdnmpi.core.pattern import MAX_TOTAL, Cell, Pattern, Phase
 from sdnmpi.errors import FormatError, SdnMpiError
 from sdnmpi.formats import safexml
 
 _CELL_TAGS = {"num_bytes", "num_packets", "bandwidth", "latency"}
+#: ASCII digits only ("²".isdigit() is true, int("²") fails), at most 400 of them
+#: (no conversion near Python's 4300-digit limit; MAX_TOTAL is checked after).
+_DIGITS = re.compile(r"[0-9]{1,400}")
 
 
 def load_netsa(path: str | Path) -> list[Pattern]:
@@ -137,12 +141,13 @@ def _cell(elem: Element, src: int, dst: int, where: str) -> Cell:
 def _count(elem: Element, where: str) -> int:
     _attrs(elem, set(), where)
     text = (elem.text or "").strip()
-    try:
-        value = int(text)
-    except ValueError:
-        raise FormatError(f"{where}: <{elem.tag}> is {text!r}, not an integer") from None
-    if value < 0:
-        raise FormatError(f"{where}: negative <{elem.tag}> {value}")
+    if text.startswith("-") and _DIGITS.fullmatch(text[1:]):
+        raise FormatError(f"{where}: negative <{elem.tag}> {text[:40]}")
+    if not _DIGITS.fullmatch(text):
+        raise FormatError(f"{where}: <{elem.tag}> is {text[:40]!r}, not an integer")
+    value = int(text)
+    if value > MAX_TOTAL:
+        raise FormatError(f"{where}: <{elem.tag}> {text[:40]} does not fit in 64 bits")
     return value
 
 
@@ -159,7 +164,7 @@ def _annotation(values: dict[str, Element], where: str) -> tuple[Any, int]:
     if lat is not None:
         _attrs(lat, {"max_num_hops"}, where)
         text = lat.get("max_num_hops", "0")
-        if not text.isdigit():
+        if not _DIGITS.fullmatch(text) or len(text) > 6:
             raise FormatError(f"{where}: max_num_hops={text!r} is not a non-negative integer")
         return "latency", int(text)
     return None, 0

@@ -28,12 +28,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from sdnmpi.core.pattern import Pattern, Phase
+from sdnmpi.core.pattern import MAX_NPROCS, MAX_TOTAL, Pattern, Phase, reserve_cells
 from sdnmpi.core.placement import Placement
 from sdnmpi.errors import FormatError
+from sdnmpi.formats.native import parse_json
 
 Side = Literal["tx", "rx"]
 MAX_MEMBER_BYTES = 256 * 2**20
+#: What all of an archive's rank files may inflate to, and how many it may have: a
+#: 2.4 MB gzip bomb once made the reader hold 2.9 GB.
+MAX_TOTAL_BYTES = 1024 * 2**20
+MAX_MEMBERS = MAX_NPROCS
 _NAME_RE = re.compile(r"(?:^|/)([A-Za-z0-9_.-]*?)(\d+)\.json$")
 _ARRAYS = ("tx_bytes", "rx_bytes", "tx_messages", "rx_messages")
 _REQUIRED = ("n_procs", "rank", *_ARRAYS)
@@ -52,6 +57,7 @@ def load_pfprof(path: str | Path, *, side: Side = "tx", name: str | None = None)
     p = Path(path)
     records = dict(_validated(p, _read_members(p)))
     n = _check_ranks(p, records)
+    reserve_cells(n * n)  # the dense matrices below (a service's cell budget bounds them)
     matrix = _matrix(records, n, side)
     src, dst = np.nonzero(matrix[0] + matrix[1])
     phase = Phase.from_arrays("whole run", src, dst, matrix[0][src, dst], matrix[1][src, dst])
@@ -61,7 +67,9 @@ def load_pfprof(path: str | Path, *, side: Side = "tx", name: str | None = None)
         "format": "pfprof",
         "side": side,
         "description": str(first.get("description", "")),
-        "n_events": int(sum(int(r.get("n_events", 0)) for r in records.values())),
+        "n_events": sum(
+            _int(r.get("n_events", 0), f"{p}: rank {k}", "n_events") for k, r in records.items()
+        ),
         "processor_names": [str(records[r].get("processor_name", "")) for r in range(n)],
         "tx_message_sizes": [_histogram(records[r].get("tx_message_sizes")) for r in range(n)],
         "rx_message_sizes": [_histogram(records[r].get("rx_message_sizes")) for r in range(n)],
@@ -94,12 +102,19 @@ def _read_members(p: Path) -> Iterator[tuple[str, bytes]]:
         raise FormatError(f"{p}: no such file or directory")
     try:
         with tarfile.open(p, "r:*") as tar:
+            total, count = 0, 0
             for member in tar:
                 if not member.isfile() or not member.name.endswith(".json"):
                     continue
                 if member.size > MAX_MEMBER_BYTES:
                     raise FormatError(
                         f"{p}: member {member.name} is {member.size} bytes, too large"
+                    )
+                total, count = total + member.size, count + 1
+                if total > MAX_TOTAL_BYTES or count > MAX_MEMBERS:
+                    raise FormatError(
+                        f"{p}: the rank files inflate to more than {MAX_TOTAL_BYTES} bytes "
+                        f"or number more than {MAX_MEMBERS}"
                     )
                 fh = tar.extractfile(member)
                 assert fh is not None
@@ -114,10 +129,7 @@ def _validated(
     seen: dict[int, str] = {}
     for member, data in members:
         where = f"{p}: {member}"
-        try:
-            rec = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise FormatError(f"{where}: not valid JSON: {exc}") from None
+        rec = parse_json(data, where)
         if not isinstance(rec, dict):
             raise FormatError(f"{where}: expected a JSON object")
         missing = [k for k in _REQUIRED if k not in rec]
@@ -138,6 +150,8 @@ def _int(value: Any, where: str, what: str) -> int:
         raise FormatError(f"{where}: {what} must be an integer, got {value!r}")
     if value < 0:
         raise FormatError(f"{where}: negative {what} {value}")
+    if value > MAX_TOTAL:
+        raise FormatError(f"{where}: {what} {value} does not fit in 64 bits")
     return value
 
 
@@ -148,8 +162,11 @@ def _check_ranks(p: Path, records: dict[int, dict[str, Any]]) -> int:
     if len(sizes) > 1:
         raise FormatError(f"{p}: ranks disagree on n_procs: {sorted(sizes)}")
     n = sizes.pop()
-    missing = sorted(set(range(n)) - set(records))
-    extra = sorted(set(records) - set(range(n)))
+    if n > MAX_NPROCS:
+        raise FormatError(f"{p}: n_procs {n} is more than {MAX_NPROCS}")
+    # n is declared: compare it with the files present without a set of n entries
+    missing = [r for r in range(min(n, len(records) + 10)) if r not in records][:10]
+    extra = sorted(r for r in records if r >= n)
     if missing or extra:
         raise FormatError(
             f"{p}: rank count mismatch: n_procs={n} but {len(records)} rank files"
@@ -184,7 +201,10 @@ def _histogram(value: Any) -> list[list[int]]:
     out = []
     for item in value:
         if isinstance(item, dict) and "message_size" in item and "frequency" in item:
-            out.append([int(item["message_size"]), int(item["frequency"])])
+            size, freq = item["message_size"], item["frequency"]
+            if all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_TOTAL
+                   for v in (size, freq)):  # fmt: skip
+                out.append([size, freq])
     return sorted(out)
 
 

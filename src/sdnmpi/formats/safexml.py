@@ -21,6 +21,10 @@ def parse(text: str | bytes, source: str) -> Element:
         ) from None
     except ParseError as exc:
         raise FormatError(f"{source}: malformed XML: {exc}") from None
+    except LookupError as exc:  # <?xml encoding="..."?> that Python does not know
+        raise FormatError(f"{source}: unknown XML encoding: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. a bad byte for the declared encoding
+        raise FormatError(f"{source}: unreadable XML: {str(exc)[:200]}") from None
     return root
 
 

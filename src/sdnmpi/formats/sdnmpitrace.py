@@ -33,7 +33,6 @@ the trace is aggregated to one phase per kind instead, in order of first use
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
@@ -47,6 +46,7 @@ import numpy as np
 from sdnmpi.core.collectives import COLLECTIVES, ROOTED, expand
 from sdnmpi.core.pattern import Pattern, Phase
 from sdnmpi.errors import FormatError, PatternError
+from sdnmpi.formats.native import parse_json
 
 SCHEMA = "sdnmpi-trace/1"
 DEFAULT_MAX_PHASES = 256
@@ -189,10 +189,7 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise FormatError(f"{path}:{lineno}: line longer than {MAX_LINE_BYTES} bytes")
             if not raw.strip():
                 continue
-            try:
-                obj = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise FormatError(f"{path}:{lineno}: not valid JSON: {exc}") from None
+            obj = parse_json(raw, f"{path}:{lineno}")
             if not isinstance(obj, dict):
                 raise FormatError(f"{path}:{lineno}: expected a JSON object")
             yield lineno, obj

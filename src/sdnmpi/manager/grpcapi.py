@@ -76,6 +76,54 @@ class TokenIdentity:
         return None
 
 
+#: WaitRoutes calls one user (not the scheduler) may have waiting at once.
+MAX_WAITS_PER_USER = 16
+
+
+class WaitSlots:
+    """Bounds the WaitRoutes calls waiting at once: each holds one of the server's
+    worker threads, and 300 of them once left none for anyone's GetJob for 22 s.
+    ``total`` for everyone (the server keeps the rest of its workers for other
+    calls), ``per_user`` for each uid but the scheduler's (slurmstepd waits once per
+    node of each starting job)."""
+
+    def __init__(self, total: int, per_user: int = MAX_WAITS_PER_USER) -> None:
+        self.total = total
+        self.per_user = per_user
+        self._lock = threading.Lock()
+        self._by_uid: dict[int, int] = {}
+        self._all = 0
+
+    def acquire(self, caller: Caller) -> None:
+        """Take a slot, or RESOURCE_EXHAUSTED naming the limit."""
+        with self._lock:
+            mine = self._by_uid.get(caller.uid, 0)
+            if self._all >= self.total:
+                raise ManagerError(
+                    Kind.RESOURCE_EXHAUSTED,
+                    f"{self._all} WaitRoutes calls are waiting, the manager's limit "
+                    f"(--workers); ask again later or poll GetRouteStatus",
+                )
+            if not caller.is_scheduler and mine >= self.per_user:
+                raise ManagerError(
+                    Kind.RESOURCE_EXHAUSTED,
+                    f"uid {caller.uid} has {mine} WaitRoutes calls waiting "
+                    f"(limit {self.per_user} per user)",
+                )
+            self._by_uid[caller.uid] = mine + 1
+            self._all += 1
+
+    def release(self, caller: Caller) -> None:
+        """Give the slot back."""
+        with self._lock:
+            left = self._by_uid.get(caller.uid, 1) - 1
+            if left:
+                self._by_uid[caller.uid] = left
+            else:
+                self._by_uid.pop(caller.uid, None)
+            self._all -= 1
+
+
 class Servicer(pb_grpc.ManagerServicer):
     """Implements ``sdnmpi.manager.v1.Manager`` over a :class:`ManagerService`."""
 
@@ -85,11 +133,13 @@ class Servicer(pb_grpc.ManagerServicer):
         identity: Identity,
         cond: threading.Condition,
         monotonic: Callable[[], float] = time.monotonic,
+        waits: WaitSlots | None = None,
     ) -> None:
         self.service = service
         self.identity = identity
         self.cond = cond
         self.monotonic = monotonic
+        self.waits = waits or WaitSlots(total=1 << 30)
 
     def _run(self, context: grpc.ServicerContext, call: Callable[[Caller], T]) -> T:
         caller = self.identity.caller(context)
@@ -156,6 +206,15 @@ class Servicer(pb_grpc.ManagerServicer):
             timeout_s = check_timeout_ms(request.timeout_ms) / 1000.0
             deadline = self.monotonic() + timeout_s
             job = self.service.route_status(c, request.job_id)
+            if ManagerService.routes_ready(job):
+                return status_pb(job)
+            self.waits.acquire(c)
+            try:
+                return wait(c, job, deadline)
+            finally:
+                self.waits.release(c)
+
+        def wait(c: Caller, job: Job, deadline: float) -> Any:
             while not ManagerService.routes_ready(job):
                 left = deadline - self.monotonic()
                 if left <= 0 or not context.is_active():

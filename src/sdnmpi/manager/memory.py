@@ -93,6 +93,19 @@ class MemoryStore:
         with self._lock:
             return self._patterns.pop(name, None) is not None
 
+    def count_jobs(self, uid: int) -> int:
+        """Unfinished jobs of ``uid``."""
+        with self._lock:
+            return sum(
+                1 for j in self._jobs.values() if j.uid == uid and j.state is not JobState.FINISHED
+            )
+
+    def pattern_usage(self, uid: int) -> tuple[int, int]:
+        """Patterns ``uid`` owns and their bytes."""
+        with self._lock:
+            mine = [p for p in self._patterns.values() if p.owner_uid == uid]
+        return len(mine), sum(len(p.json) for p in mine)
+
     def put_offer(self, offer: Offer) -> None:
         """Insert or replace."""
         with self._lock:

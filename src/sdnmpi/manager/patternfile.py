@@ -13,26 +13,58 @@ the manager's file system.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sdnmpi import catalog
 from sdnmpi.core import collectives, workloads
 from sdnmpi.core.miniapps import MINIAPPS
-from sdnmpi.core.pattern import Pattern
+from sdnmpi.core.pattern import CellBudgetError, Pattern, cell_budget
 from sdnmpi.errors import SdnMpiError
 from sdnmpi.formats import native
-from sdnmpi.manager.model import MAX_PATTERN_BYTES, invalid, not_found
+from sdnmpi.manager.model import MAX_PATTERN_BYTES, Kind, ManagerError, invalid, not_found
+
+#: Cells (sender-receiver pairs, summed over the phases) of one pattern the manager
+#: builds, parses or stores.  Building a pattern holds the manager's lock, and time
+#: and memory grow with its cells: an all-to-all of 1536 ranks (2.4 million cells)
+#: held the lock 7.3 s, one of 4096 needed over 3 GiB.  2^19 cells is an
+#: all-to-all of 724 ranks, or a stencil or CG job of tens of thousands.
+MAX_PATTERN_CELLS = 1 << 19
+#: Ranks of a built-in spec the manager expands (some expansions hold a phase of
+#: nprocs^2 cells in memory before the cell budget sees it).
+MAX_SPEC_NPROCS = 4096
 
 _SUFFIXES = (".json", ".xml", ".tar.gz", ".tgz", ".tar")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def canonical(pattern: Pattern) -> bytes:
-    """The stored form of a pattern: sdnmpi JSON bytes."""
-    return native.dumps(pattern).encode()
+    """The stored form of a pattern: sdnmpi JSON bytes (RESOURCE_EXHAUSTED beyond
+    :data:`MAX_PATTERN_BYTES`)."""
+    data = native.dumps(pattern).encode()
+    if len(data) > MAX_PATTERN_BYTES:
+        raise ManagerError(
+            Kind.RESOURCE_EXHAUSTED,
+            f"pattern {pattern.name!r}: {len(data)} bytes stored, more than {MAX_PATTERN_BYTES}",
+        )
+    return data
+
+
+@contextmanager
+def bounded(what: str) -> Iterator[None]:
+    """Build or parse under :data:`MAX_PATTERN_CELLS`; RESOURCE_EXHAUSTED past it."""
+    with cell_budget(MAX_PATTERN_CELLS) as budget:
+        try:
+            yield
+        except SdnMpiError as exc:
+            if not budget.exceeded:
+                raise
+            raise ManagerError(
+                Kind.RESOURCE_EXHAUSTED, f"{what}: {CellBudgetError(budget.limit)}"
+            ) from exc
 
 
 def sha256(data: bytes) -> str:
@@ -47,9 +79,10 @@ def sha256(data: bytes) -> str:
 def from_json(data: bytes, source: str) -> Pattern:
     """A pattern from stored sdnmpi JSON bytes."""
     try:
-        return native.pattern_from_dict(json.loads(data), source)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise invalid(f"{source}: not valid JSON: {exc}") from None
+        with bounded(source):
+            return native.pattern_from_dict(native.parse_json(data, source), source)
+    except ManagerError:
+        raise
     except SdnMpiError as exc:
         raise invalid(str(exc)) from None
 
@@ -67,7 +100,10 @@ def decode(filename: str, data: bytes) -> Pattern:
         path.write_bytes(data)
         spec = f"{path}#{fragment}" if fragment else str(path)
         try:
-            return catalog.load_pattern(spec)
+            with bounded(f"pattern file {name}"):
+                return catalog.load_pattern(spec)
+        except ManagerError:
+            raise
         except SdnMpiError as exc:
             raise invalid(one_line(str(exc).replace(str(path), name))) from None
 
@@ -107,7 +143,16 @@ def build_spec(spec: str, max_nprocs: int) -> Pattern:
     nprocs = values.get("nprocs", "")
     if not nprocs.isdigit() or int(nprocs) > max_nprocs:
         raise invalid(f"pattern spec {spec!r}: nprocs must be given and at most {max_nprocs}")
+    if int(nprocs) > MAX_SPEC_NPROCS:
+        raise ManagerError(
+            Kind.RESOURCE_EXHAUSTED,
+            f"pattern spec {spec!r}: the manager expands specs of at most {MAX_SPEC_NPROCS} "
+            "ranks; give the job a recorded pattern file (sdnmpi pattern record)",
+        )
     try:
-        return workloads.build(spec)
+        with bounded(f"pattern spec {spec!r}"):
+            return workloads.build(spec)
+    except ManagerError:
+        raise
     except SdnMpiError as exc:
         raise invalid(f"pattern spec {spec!r}: {exc}") from None

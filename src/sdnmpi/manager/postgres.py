@@ -174,6 +174,22 @@ class PostgresStore:
             cur.execute("DELETE FROM patterns WHERE name = %s", (name,))
             return bool(cur.rowcount > 0)
 
+    def count_jobs(self, uid: int) -> int:
+        """Unfinished jobs of ``uid``."""
+        with self._tx() as cur:
+            sql = "SELECT COUNT(*) FROM jobs WHERE uid = %s AND state != %s"
+            return int(cur.execute(sql, (uid, int(JobState.FINISHED))).fetchone()[0])
+
+    def pattern_usage(self, uid: int) -> tuple[int, int]:
+        """Patterns ``uid`` owns and their bytes."""
+        with self._tx() as cur:
+            row = cur.execute(
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(json)), 0) FROM patterns "
+                "WHERE owner_uid = %s",
+                (uid,),
+            ).fetchone()
+            return int(row[0]), int(row[1])
+
     def put_offer(self, offer: Offer) -> None:
         """Insert or replace."""
         with self._tx() as cur:

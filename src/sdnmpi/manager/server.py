@@ -33,6 +33,7 @@ from sdnmpi.manager.grpcapi import (
     PeerIdentity,
     Servicer,
     TokenIdentity,
+    WaitSlots,
 )
 from sdnmpi.manager.model import Caller
 from sdnmpi.manager.peercred import CredentialProxy, Limits, Peer, PeerTable, raise_nofile
@@ -40,6 +41,9 @@ from sdnmpi.manager.service import ManagerService
 from sdnmpi.wire import manager_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
+
+#: Worker threads kept from WaitRoutes for every other call (half the workers at most).
+RESERVED_WORKERS = 32
 
 GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -127,7 +131,10 @@ class ManagerServer:
             futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="manager"),
             options=GRPC_OPTIONS,
         )
-        servicer = Servicer(self.service, identity, self.cond)
+        # WaitRoutes may hold all workers but these, kept for every other call
+        reserve = min(RESERVED_WORKERS, self.workers // 2)
+        waits = WaitSlots(total=max(1, self.workers - reserve))
+        servicer = Servicer(self.service, identity, self.cond, waits=waits)
         pb_grpc.add_ManagerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
         return server
 

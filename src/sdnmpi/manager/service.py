@@ -89,6 +89,11 @@ REBALANCE_JOBS = 8
 REBALANCE_MAX_PAIRS = 1024
 #: Pattern bytes (canonical JSON) one user's pending offers may hold in the store.
 MAX_OFFER_BYTES_PER_UID = 256 * 1024 * 1024
+#: Per user (the scheduler has no quota): unfinished jobs of its own, and stored
+#: patterns with their bytes.  A finished job keeps its row, not its pattern.
+MAX_JOBS_PER_UID = 256
+MAX_PATTERNS_PER_UID = 256
+MAX_PATTERN_BYTES_PER_UID = 1024 * 1024 * 1024
 
 #: (src host, dst host) -> node names of the path, as the controller's API takes them.
 Pairs = Mapping[tuple[str, str], Sequence[str]]
@@ -135,12 +140,16 @@ class ManagerService:
         *,
         default_router: str = "ours",
         rebalance: int = REBALANCE_JOBS,
+        decoder: Callable[[str, bytes], Pattern] = patternfile.decode,
     ) -> None:
         self.store = store
         self.fabric = fabric
         self.clock = clock
         self.default_router = default_router
         self.rebalance = rebalance
+        #: Uploaded files' bytes -> pattern: in this process by default; the server
+        #: passes :func:`sdnmpi.manager.sandbox.decode` (a child with hard limits).
+        self.decoder = decoder
 
     # -- jobs -------------------------------------------------------------------------
     def create_job(self, caller: Caller, req: CreateJob) -> Job:
@@ -161,6 +170,12 @@ class ManagerService:
         old = self.store.get_job(req.job_id)
         if old is not None:
             return self._same_job(caller, old, fingerprint)
+        if not caller.is_scheduler and self.store.count_jobs(req.uid) >= MAX_JOBS_PER_UID:
+            raise ManagerError(
+                Kind.RESOURCE_EXHAUSTED,
+                f"uid {req.uid} has {MAX_JOBS_PER_UID} unfinished jobs, the limit per user; "
+                "finish some first",
+            )
         job = Job(
             job_id=req.job_id,
             name=req.name,
@@ -275,7 +290,7 @@ class ManagerService:
     def _job_pattern(self, req: CreateJob) -> tuple[str, Pattern | None]:
         if req.pattern_file is not None:
             upload = req.pattern_file
-            return upload.filename, patternfile.decode(upload.filename, upload.data)
+            return upload.filename, self.decoder(upload.filename, upload.data)
         if not req.pattern_name:
             return "", None
         stored = self.store.get_pattern(req.pattern_name)
@@ -317,7 +332,9 @@ class ManagerService:
         if job.state is JobState.FINISHED:
             return job
         held = job.state in (JobState.ROUTED, JobState.STARTING)
-        job = dataclasses.replace(job, state=JobState.FINISHED, finished_s=self.clock())
+        job = dataclasses.replace(
+            job, state=JobState.FINISHED, finished_s=self.clock(), pattern_json=b""
+        )
         self.store.save_job(job)
         if held:
             try:
@@ -625,8 +642,24 @@ class ManagerService:
     def put_pattern(self, caller: Caller, req: PutPattern) -> StoredPattern:
         """Store a pattern; the same content again is a no-op, other content needs replace."""
         req.check()
-        pattern = patternfile.decode(req.file.filename, req.file.data)
+        count, used = self.store.pattern_usage(caller.uid)
+        prior = self.store.get_pattern(req.name)
+        if prior is not None and prior.owner_uid == caller.uid:  # a replacement
+            count, used = count - 1, used - len(prior.json)
+        if not caller.is_scheduler and count >= MAX_PATTERNS_PER_UID:
+            raise ManagerError(
+                Kind.RESOURCE_EXHAUSTED,
+                f"uid {caller.uid} owns {count} stored patterns, the limit per user; "
+                "delete some first",
+            )
+        pattern = self.decoder(req.file.filename, req.file.data)
         data = patternfile.canonical(pattern)
+        if not caller.is_scheduler and used + len(data) > MAX_PATTERN_BYTES_PER_UID:
+            raise ManagerError(
+                Kind.RESOURCE_EXHAUSTED,
+                f"uid {caller.uid}'s stored patterns would hold {used + len(data)} bytes, "
+                f"the limit per user is {MAX_PATTERN_BYTES_PER_UID}",
+            )
         new = StoredPattern(
             name=req.name,
             owner_uid=caller.uid,
@@ -640,7 +673,7 @@ class ManagerService:
             phases=len(pattern.phases),
             total_bytes=float(pattern.total_bytes),
         )
-        old = self.store.get_pattern(req.name)
+        old = prior
         if old is not None:
             if old.same_content(new):
                 return old

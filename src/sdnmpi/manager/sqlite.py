@@ -300,6 +300,23 @@ class SqliteStore:
         with self._write() as db:
             return db.execute("DELETE FROM patterns WHERE name = ?", (name,)).rowcount > 0
 
+    @_guarded
+    def count_jobs(self, uid: int) -> int:
+        """Unfinished jobs of ``uid``."""
+        with self._lock:
+            sql = "SELECT COUNT(*) FROM jobs WHERE uid = ? AND state != ?"
+            return int(self._db.execute(sql, (uid, int(JobState.FINISHED))).fetchone()[0])
+
+    @_guarded
+    def pattern_usage(self, uid: int) -> tuple[int, int]:
+        """Patterns ``uid`` owns and their bytes."""
+        with self._lock:
+            sql = (
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(json)), 0) FROM patterns WHERE owner_uid = ?"
+            )
+            row = self._db.execute(sql, (uid,)).fetchone()
+        return int(row[0]), int(row[1])
+
     # -- offers -----------------------------------------------------------------------
     @_guarded
     def put_offer(self, offer: Offer) -> None:

@@ -66,6 +66,14 @@ class Store(Protocol):
         """Remove a stored pattern; whether it existed."""
         ...
 
+    def count_jobs(self, uid: int) -> int:
+        """Jobs of ``uid`` not finished (its quota's use)."""
+        ...
+
+    def pattern_usage(self, uid: int) -> tuple[int, int]:
+        """Stored patterns ``uid`` owns and their bytes (its quota's use)."""
+        ...
+
     def put_offer(self, offer: Offer) -> None:
         """Insert or replace the offer of (job id, uid)."""
         ...
