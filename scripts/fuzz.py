@@ -12,6 +12,7 @@ each crashing input is written to ``DIR/NAME-N.bin`` with its traceback beside i
 from __future__ import annotations
 
 import argparse
+import logging
 import random
 import sys
 import time
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None, help="random seed (default: the time)")
     ap.add_argument("--out", type=Path, default=Path("out/fuzz"), help="crashing inputs")
     args = ap.parse_args(argv)
+    logging.disable(logging.WARNING)  # parsers' warnings about accepted inputs: not news
     targets = fuzz.targets()
     if args.target:
         wanted = set(args.target.split(","))

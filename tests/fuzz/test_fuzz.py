@@ -13,6 +13,7 @@ import gzip
 import io
 import json
 import random
+import re
 import tarfile
 
 import pytest
@@ -63,6 +64,15 @@ def _rank(**over: object) -> bytes:
     return json.dumps(doc).encode()
 
 
+def _graphml_dpid(value: bytes) -> bytes:
+    """The GraphML seed with its first switch's dpid replaced by ``value``."""
+    seed = TARGETS["topology-graphml"].seeds[0]
+    out, n = re.subn(rb'(<data key="d4">)[^<]*(</data>)', rb"\g<1>" + value + rb"\g<2>", seed,
+                     count=1)  # fmt: skip
+    assert n == 1
+    return out
+
+
 #: (format, input) pairs that once raised OverflowError, LookupError, RecursionError,
 #: TypeError or ValueError, hung, or took gigabytes (the issue's list).
 REGRESSIONS = [
@@ -90,7 +100,10 @@ REGRESSIONS = [
         b'{"format": "sdnmpi-topology/1", "name": "t", "hosts": [], '
         b'"switches": [{"name": "s", "dpid": 1.0e999}], "links": []}',
     ),
+    ("topology-graphml", _graphml_dpid(b"1.0e999")),
+    ("topology-graphml", _graphml_dpid(b"9" * 5000)),
     ("hostfile", b"h1 slots=99999999999\n"),
+    ("hostfile", b"h1 slots=" + b"9" * 5000 + b"\n"),
     ("hostfile", b"h1 slots=2\n\xff\xfe\x00 slots=1\n"),
     ("pfprof-tar.gz", _tar_gz({"a/oxton-result0.json": _rank(n_procs=10**9)})),
     ("pfprof-tar.gz", _tar_gz({"a/oxton-result0.json": _rank(tx_bytes=[0, 2**64])})),

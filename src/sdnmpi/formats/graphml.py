@@ -16,6 +16,8 @@ Parsing uses defusedxml: DTDs and entities are rejected.
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -94,11 +96,27 @@ def _data(elem: Element, keys: dict[str, str]) -> dict[str, str]:
     }
 
 
+#: An integer in ASCII digits, short enough to convert at once.
+_INT = re.compile(r"-?[0-9]{1,20}")
+
+
 def _number(value: str, what: str, source: str, kind: type[int] | type[float] = int) -> Any:
+    """A finite number of ``kind`` (an int within 64 bits; "2.0" is 2), else FormatError."""
+    text = value.strip()
     try:
-        return kind(float(value)) if kind is int and "." in value else kind(value)
+        if len(text) > 64:  # no 4300-digit conversions
+            raise ValueError(text)
+        number: float | int = int(text) if kind is int and _INT.fullmatch(text) else float(text)
     except ValueError:
-        raise FormatError(f"{source}: {what}: {value!r} is not a number") from None
+        raise FormatError(f"{source}: {what}: {value[:40]!r} is not a number") from None
+    if isinstance(number, float):
+        if not math.isfinite(number):
+            raise FormatError(f"{source}: {what}: {value[:40]!r} is not a finite number")
+        if kind is int:
+            number = int(number)
+    if kind is int and not -(2**63) <= number < 2**63:
+        raise FormatError(f"{source}: {what}: {value[:40]!r} does not fit in 64 bits")
+    return kind(number)
 
 
 def _nodes(graph: Element, keys: dict[str, str], source: str) -> tuple[list[Host], list[Switch]]:
@@ -167,10 +185,10 @@ class _PortAllocator:
     ):
         used: dict[str, set[int]] = defaultdict(set)
         for e in edges:
-            if "port" in e.data and e.data["port"].isdigit():
+            if "port" in e.data and _INT.fullmatch(e.data["port"]):
                 used[e.src].add(int(e.data["port"]))
         for fwd, rev in pairs:
-            if rev is None and "dst_port" in fwd.data and fwd.data["dst_port"].isdigit():
+            if rev is None and "dst_port" in fwd.data and _INT.fullmatch(fwd.data["dst_port"]):
                 used[fwd.dst].add(int(fwd.data["dst_port"]))
         self._used = used
 

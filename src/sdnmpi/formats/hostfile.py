@@ -31,10 +31,11 @@ log = logging.getLogger(__name__)
 #: Slots one line may give (a host file is read for at most this many ranks per line).
 MAX_SLOTS = 1 << 20
 
-#: Counts in ASCII digits, at most 18 of them (``\d`` takes any script's digits, and
+#: Host names of at most 255 characters (a DNS name is 253); counts in ASCII digits,
+#: at most 18 of them (``\d`` takes any script's digits, and
 #: int() refuses 4300 of them): a larger count is still refused by MAX_SLOTS.
 _LINE = re.compile(
-    r"^(?P<host>[A-Za-z0-9_.\-]+)(?::(?P<n>[0-9]{1,18})|(?P<opts>(?:\s+\w+=[0-9]{1,18})*))\s*$"
+    r"^(?P<host>[A-Za-z0-9_.\-]{1,255})(?::(?P<n>[0-9]{1,18})|(?P<opts>(?:\s+\w+=[0-9]{1,18})*))\s*$"
 )
 
 
