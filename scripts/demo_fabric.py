@@ -182,10 +182,30 @@ def _cluster(
             ctl.stop()
             log("controller stopped")
         if upped:
-            res = subprocess.run(
-                [*CLI, "emu", "down", "--name", name], capture_output=True, text=True, check=False
-            )
-            log(f"emu down {name}: rc={res.returncode}")
+            _down(name)
+
+
+#: Attempts of ``emu down`` at the end of a cluster.  One failed in a clean-clone
+#: `make test` (rc=1, 2026-11-27 00:28, NetSA's one-switch fabric) and the same
+#: command succeeded 4 s later: the next fabric of that name then found the old one
+#: "already up" and its rows failed.
+DOWN_ATTEMPTS = 3
+
+
+def _down(name: str) -> None:
+    """``emu down`` until it succeeds (a few attempts, 1 s then 2 s apart), saying why
+    an attempt failed."""
+    for attempt in range(1, DOWN_ATTEMPTS + 1):
+        res = subprocess.run(
+            [*CLI, "emu", "down", "--name", name], capture_output=True, text=True, check=False
+        )
+        log(f"emu down {name}: rc={res.returncode}")
+        if res.returncode == 0:
+            return
+        why = " ".join((res.stderr or res.stdout).strip().splitlines()[-2:])[:300]
+        log(f"emu down {name} failed (attempt {attempt} of {DOWN_ATTEMPTS}): {why}")
+        if attempt < DOWN_ATTEMPTS:
+            time.sleep(attempt)
 
 
 class CpuMonitor:

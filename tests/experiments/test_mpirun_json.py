@@ -63,3 +63,25 @@ def test_an_untagged_job_fails_unless_allowed(monkeypatch: pytest.MonkeyPatch) -
         _run()
     _, stderr = _run(allow_untagged=True)
     assert demo_fabric.UNTAGGED in stderr
+
+
+def test_emu_down_is_tried_again_until_it_succeeds(monkeypatch, tmp_path):
+    """A failed `emu down` (a resource not removed) left the fabric "already up" for the
+    next experiment of that name: it is tried again, and each failure says why."""
+    counter = tmp_path / "calls"
+    code = (
+        "import pathlib, sys; p = pathlib.Path(sys.argv[1]); n = int(p.read_text() or 0) + 1 "
+        "if p.exists() else 1; p.write_text(str(n)); "
+        "print('could not remove everything: veth busy', file=sys.stderr); "
+        "sys.exit(0 if n >= 2 else 1)"
+    )
+    monkeypatch.setattr(demo_fabric, "CLI", [sys.executable, "-c", code, str(counter)])
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    lines: list[str] = []
+    monkeypatch.setattr(demo_fabric, "log", lines.append)
+    demo_fabric._down("nsw-1")
+    assert counter.read_text() == "2"
+    assert any(
+        "failed (attempt 1 of 3): could not remove everything: veth busy" in x for x in lines
+    )
+    assert lines[-1] == "emu down nsw-1: rc=0"
