@@ -671,6 +671,15 @@ def test_patterns_beyond_the_cell_budget_are_refused_before_they_grow(service: M
             service.create_job(SCHED, CreateJob(7, "big", 0, 10000, pattern_name=spec))
         assert kind(exc) is Kind.RESOURCE_EXHAUSTED and limit in str(exc.value)
     assert service.store.get_job(7) is None
+    # the schedule's messages are charged as each step is made: the refusal costs the
+    # budget, not the request (1536 ranks once built all 2.4 million cells first)
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    huge = CreateJob(8, "big", 0, 4096, pattern_name="alltoall:nprocs=4096,bytes=1048576")
+    with pytest.raises(ManagerError):
+        service.create_job(SCHED, huge)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 400 * 1024  # KiB
     ok = service.create_job(
         SCHED, CreateJob(7, "ok", 0, 512, pattern_name="alltoall:nprocs=512,bytes=8")
     )

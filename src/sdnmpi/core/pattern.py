@@ -141,6 +141,18 @@ def cell_budget(limit: int) -> Iterator[CellBudget]:
         _BUDGET.reset(token)
 
 
+@contextlib.contextmanager
+def uncharged() -> Iterator[None]:
+    """Build phases without charging the budget in force: for cells already charged
+    (a collective's schedule charges its messages as each step is made, before its
+    phases exist)."""
+    token = _BUDGET.set(None)
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
 def reserve_cells(cells: int) -> None:
     """Charge ``cells`` to the :func:`cell_budget` in force (none: nothing), before a
     reader allocates them densely; :class:`CellBudgetError` past the budget."""

@@ -37,7 +37,7 @@ from typing import Literal
 
 import numpy as np
 
-from sdnmpi.core.pattern import Pattern, Phase
+from sdnmpi.core.pattern import Pattern, Phase, reserve_cells, uncharged
 from sdnmpi.errors import PatternError
 
 #: How the receiver treats the elements of a message.
@@ -138,10 +138,11 @@ class Schedule:
         """One phase per step, labelled ``MPI_<Coll> <algorithm>: <stage> (step i/n)``."""
         title = _MPI_NAMES.get(self.collective, self.collective)
         n = len(self.steps)
-        phases = tuple(
-            _step_phase(f"{title} {self.algorithm}: {step.label} (step {i + 1}/{n})", step)
-            for i, step in enumerate(self.steps)
-        )
+        with uncharged():  # the steps' messages were charged as they were made
+            phases = tuple(
+                _step_phase(f"{title} {self.algorithm}: {step.label} (step {i + 1}/{n})", step)
+                for i, step in enumerate(self.steps)
+            )
         meta = {
             "collective": self.collective,
             "algorithm": self.algorithm,
@@ -237,6 +238,7 @@ class ScheduleBuilder:
         """Append a step (skipped if it has no message)."""
         msgs = tuple(messages)
         if msgs:
+            reserve_cells(len(msgs))  # each message becomes at most one cell (to_pattern)
             self._steps.append(Step(label, msgs))
 
     def param(self, name: str, value: int) -> None:
