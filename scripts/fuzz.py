@@ -47,15 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     share = args.seconds / len(targets)
     outcomes = []
     for target in targets:
-        inputs = fuzz.mutations(target, rng)
-        end = time.monotonic() + share
-        out = fuzz.Outcome(target.name)
-        while time.monotonic() < end:
-            one = fuzz.run(target, [next(inputs)])
-            out.tried += one.tried
-            out.accepted += one.accepted
-            out.refused += one.refused
-            out.crashes += one.crashes
+        out = fuzz.run(target, fuzz.mutations(target, rng), until=time.monotonic() + share)
         outcomes.append(out)
         print(f"{target.name}: {out.tried} inputs, {len(out.crashes)} crashes", flush=True)
     print(f"\nseed {seed}, {args.seconds:g} s")

@@ -154,12 +154,9 @@ def uncharged() -> Iterator[None]:
 
 
 def reserve_cells(cells: int) -> None:
-    """Charge ``cells`` to the :func:`cell_budget` in force (none: nothing), before a
-    reader allocates them densely; :class:`CellBudgetError` past the budget."""
-    _charge(cells)
-
-
-def _charge(cells: int) -> None:
+    """Charge ``cells`` to the :func:`cell_budget` in force (none: nothing), before they
+    are allocated (a phase, a schedule's step, a reader's dense matrix);
+    :class:`CellBudgetError` past the budget."""
     budget = _BUDGET.get()
     if budget is None:
         return
@@ -215,7 +212,7 @@ class Phase:
     ) -> Phase:
         """Build a phase from parallel arrays, merging duplicate (src, dst) pairs."""
         s = _frozen(src)
-        _charge(int(s.size))
+        reserve_cells(int(s.size))
         d, b = _frozen(dst), _frozen(size_bytes)
         m = _frozen(np.ones_like(s) if messages is None else messages)
         k = None if kind is None else _frozen(kind)

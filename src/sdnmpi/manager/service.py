@@ -435,7 +435,8 @@ class ManagerService:
         t0 = self.clock()
         moved: dict[int, tuple[RoutePair, ...]] = {}
         try:
-            topo = self._topology_for(job)
+            self._evict_user_jobs(job)
+            topo = self.fabric.topology()
             routes, shared = self._unshared(job, self._plan(job, topo))
             if not routes:
                 why = shared or "the pattern sends nothing between hosts"
@@ -458,12 +459,11 @@ class ManagerService:
             self._move(job.job_id, moved)
         return job
 
-    def _topology_for(self, job: Job) -> Topology:
-        """The live topology, after the user jobs holding host pairs a scheduler job
-        needs have left them (they run on default routes; the scheduler's job wins)."""
-        topo = self.fabric.topology()
+    def _evict_user_jobs(self, job: Job) -> None:
+        """A scheduler job's hosts are its own: user jobs routed between them go to
+        default routes (the scheduler's job wins the host pairs)."""
         if not is_scheduler_job(job.job_id):
-            return topo
+            return
         hosts = {p.node for p in job.processes}
         for other in self.store.list_jobs():
             if other.state is not JobState.ROUTED or is_scheduler_job(other.job_id):
@@ -475,7 +475,6 @@ class ManagerService:
                     other, state=JobState.DEFAULT, routes=(), install=Install(), detail=detail
                 ))  # fmt: skip
                 log.info("job %d: %s", other.job_id, detail)
-        return topo
 
     def _rebalanced(
         self, job: Job, routes: tuple[RoutePair, ...], topo: Topology
@@ -673,19 +672,18 @@ class ManagerService:
             phases=len(pattern.phases),
             total_bytes=float(pattern.total_bytes),
         )
-        old = prior
-        if old is not None:
-            if old.same_content(new):
-                return old
+        if prior is not None:
+            if prior.same_content(new):
+                return prior
             if not req.replace:
                 raise ManagerError(
                     Kind.ALREADY_EXISTS,
-                    f"pattern {req.name!r} exists with other content (sha256 {old.sha256[:12]}); "
+                    f"pattern {req.name!r} exists with other content (sha256 {prior.sha256[:12]}); "
                     "use replace",
                 )
-            if not caller.may_act_for(old.owner_uid):
+            if not caller.may_act_for(prior.owner_uid):
                 raise denied(f"pattern {req.name!r} belongs to another user")
-            new = dataclasses.replace(new, owner_uid=old.owner_uid)
+            new = dataclasses.replace(new, owner_uid=prior.owner_uid)
         self.store.put_pattern(new)
         return new
 

@@ -22,8 +22,9 @@ import random
 import signal
 import tarfile
 import tempfile
+import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,35 +110,44 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
-def check(target: Target, data: bytes, limit_s: float = 10.0) -> str | None:
-    """None if ``target`` accepts ``data`` or refuses it cleanly; else what went wrong."""
+def _parse(target: Target, data: bytes, limit_s: float) -> tuple[bool, str | None]:
+    """(accepted, what went wrong): a clean refusal is (False, None)."""
     try:
         with _time_limit(limit_s):
             target.parse(data)
     except SdnMpiError:
-        return None
+        return False, None
     except _StalledError as exc:
-        return f"stalled: {exc}"
+        return False, f"stalled: {exc}"
     except Exception:
-        return traceback.format_exc(limit=-6)
-    return None
+        return False, traceback.format_exc(limit=-6)
+    return True, None
 
 
-def run(target: Target, inputs: Iterator[bytes] | list[bytes], limit_s: float = 10.0) -> Outcome:
-    """Every input through :func:`check`, counted."""
+def check(target: Target, data: bytes, limit_s: float = 10.0) -> str | None:
+    """None if ``target`` accepts ``data`` or refuses it cleanly; else what went wrong."""
+    return _parse(target, data, limit_s)[1]
+
+
+def run(
+    target: Target,
+    inputs: Iterable[bytes],
+    limit_s: float = 10.0,
+    until: float | None = None,
+) -> Outcome:
+    """Every input (until ``time.monotonic()`` passes ``until``, if given), counted."""
     out = Outcome(target.name)
     for data in inputs:
+        if until is not None and time.monotonic() >= until:
+            break
         out.tried += 1
-        try:
-            with _time_limit(limit_s):
-                target.parse(data)
+        accepted, problem = _parse(target, data, limit_s)
+        if problem is not None:
+            out.crashes.append((data, problem))
+        elif accepted:
             out.accepted += 1
-        except SdnMpiError:
+        else:
             out.refused += 1
-        except _StalledError as exc:
-            out.crashes.append((data, f"stalled: {exc}"))
-        except Exception:
-            out.crashes.append((data, traceback.format_exc(limit=-6)))
     return out
 
 
