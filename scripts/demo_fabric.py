@@ -156,6 +156,7 @@ def _cluster(
     link_scale: float,
     extra: tuple[str, ...],
 ) -> Iterator[Controller]:
+    build("bpf")  # the switch ports' ECN marker (emu up --queues ecn, the default)
     topo_file = workdir / f"{tag}.json"
     catalog.save_topology(topo, topo_file)
     ctl: Controller | None = None

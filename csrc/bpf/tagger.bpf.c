@@ -6,7 +6,8 @@
  * Ethernet -> IPv4 (IHL checked) -> TCP, with a bounds check before each header
  * access. Anything else (non-IPv4, non-TCP, fragments, truncated headers), any
  * TCP 4-tuple not in `conns`, and any sender whose context is missing or idle
- * passes unchanged. The program never drops: it always returns TC_ACT_OK.
+ * passes unchanged. The program never drops: it always returns TC_ACT_UNSPEC
+ * (the next filter on the hook, e.g. the emulator's ECN marker, or pass).
  *
  * The sender's current primitive comes from its own mmapable single-entry array
  * (struct sdnmpi_rank_ctx, written by the rank without syscalls), found through
@@ -69,7 +70,7 @@ static __always_inline int count(__u32 idx)
 
 	if (val)
 		*val += 1;
-	return TC_ACT_OK;
+	return TC_ACT_UNSPEC;
 }
 
 /* Make sure the headers the parser needs are in the linear area if the packet has

@@ -27,7 +27,7 @@ from sdnmpi.wire import MAX_JOB_SLOT, MAX_RANK, Primitive, Tag, decode
 from tests.bpf import frames
 from tests.bpf.conftest import REPO, need_root
 
-TC_ACT_OK = 0
+TC_ACT_UNSPEC = 0xFFFFFFFF  # -1 as the run's u32 retval: the next filter, or pass
 A, B = "10.9.0.1", "10.9.0.2"
 CONN = FourTuple(A, B, 41000, 5001)
 CTX = ConnContext(job_slot=9, src_rank=1, dst_rank=2, ctx_slot=4)
@@ -44,7 +44,7 @@ def registered(tagger: Tagger, primitive: int | None = Primitive.ALLREDUCE) -> N
 
 def run_unchanged(tagger: Tagger, frame: bytes) -> None:
     result = tagger.test_run(frame)
-    assert result.retval == TC_ACT_OK
+    assert result.retval == TC_ACT_UNSPEC
     assert result.frame == frame
 
 
@@ -60,7 +60,7 @@ def test_listed_connection_is_tagged(tagger: Tagger, primitive: int) -> None:
     registered(tagger, primitive)
     frame = frames.tcp_frame(A, B, 41000, 5001)
     result = tagger.test_run(frame)
-    assert result.retval == TC_ACT_OK
+    assert result.retval == TC_ACT_UNSPEC
     assert decode(result.frame[:6]) == Tag(9, int(primitive), 1, 2)
     assert result.frame[6:] == frame[6:]
     assert tagger.counters() == only(tagged=1)

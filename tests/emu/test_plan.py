@@ -15,6 +15,7 @@ from sdnmpi.cli.main import main
 from sdnmpi.core.generators import fat_tree, leaf_spine
 from sdnmpi.core.topology import Topology
 from sdnmpi.emu import mpi as emu_mpi
+from sdnmpi.emu import plan as plan_module
 from sdnmpi.emu import runner
 from sdnmpi.emu.plan import (
     IFNAMSIZ,
@@ -25,6 +26,7 @@ from sdnmpi.emu.plan import (
     is_loop_free,
     make_plan,
 )
+from sdnmpi.emu.queues import tcp_rto_min_s
 from sdnmpi.emu.state import FabricState, load_state, save_state, state_from_dict
 from sdnmpi.errors import ConfigError, FormatError
 
@@ -361,6 +363,50 @@ def test_hosts_get_the_congestion_control_and_state_keeps_it(tmp_path: Path):
     old = state.to_dict()
     del old["tcp_congestion"]  # a state file written before the key existed
     assert state_from_dict(old, "old.json").tcp_congestion is None
+
+
+def test_ecn_queues_set_the_hosts_tcp_and_state_keeps_them(tmp_path: Path, monkeypatch):
+    topo = leaf_spine(1, 2, 2)
+    monkeypatch.setattr(plan_module, "rto_min_supported", lambda: True)
+    ecn = make_plan(topo, "q", state_root=tmp_path, link_scale=0.01)
+    assert ecn.queues == "ecn"  # the default
+    argvs = [" ".join(s.argv) for s in ecn.steps if s.argv]
+    assert len([a for a in argvs if a.endswith("net.ipv4.tcp_ecn=1")]) == len(topo.hosts)
+    assert len([a for a in argvs if a.endswith("net.ipv4.tcp_rto_min_us=2000000")]) == len(
+        topo.hosts
+    )
+    ports = ecn.switch_ports()
+    switches = {sw.name for sw in topo.switches}
+    ends = [(ln, end) for ln in topo.links for end in (ln.src, ln.dst) if end in switches]
+    assert len(ports) == len(ends) and set(ports) <= set(ecn.root_links())
+    assert sorted(ports.values()) == sorted(ln.capacity_bps * 0.01 for ln, _ in ends)
+    drop = make_plan(topo, "q", state_root=tmp_path, queues="droptail")
+    assert not any(s.argv and "tcp_ecn" in " ".join(s.argv) for s in drop.steps)
+    assert not any(s.argv and "tcp_rto_min" in " ".join(s.argv) for s in drop.steps)
+    monkeypatch.setattr(plan_module, "rto_min_supported", lambda: False)  # kernel < 6.11
+    old_kernel = make_plan(topo, "q", state_root=tmp_path)
+    assert not any(s.argv and "tcp_rto_min" in " ".join(s.argv) for s in old_kernel.steps)
+    with pytest.raises(ConfigError, match="--queues 'red'"):
+        make_plan(topo, "q", queues="red")
+    state = FabricState("q", tmp_path, topo, 0.05, None, False, queues="ecn")
+    save_state(state)
+    loaded = load_state(tmp_path, "q")
+    assert loaded is not None and loaded.plan().queues == "ecn"
+    old = state.to_dict()
+    del old["queues"]  # a fabric brought up before queues existed had bare FIFOs
+    assert state_from_dict(old, "old.json").queues == "droptail"
+    old["queues"] = "fq"
+    with pytest.raises(FormatError, match="queues"):
+        state_from_dict(old, "bad.json")
+
+
+def test_rto_floor_scales_with_the_links_within_bounds():
+    assert tcp_rto_min_s(1.0) == 0.2
+    assert tcp_rto_min_s(0.1) == pytest.approx(2.0)
+    assert tcp_rto_min_s(0.01) == 2.0
+    assert tcp_rto_min_s(0.4) == pytest.approx(0.5)
+    with pytest.raises(ConfigError):
+        tcp_rto_min_s(0.0)
 
 
 def test_allowed_congestion_is_added_and_restored(tmp_path: Path, monkeypatch):

@@ -18,6 +18,7 @@ from sdnmpi.emu import mpi as emu_mpi
 from sdnmpi.emu import runner
 from sdnmpi.emu.idle import DEFAULT_IDLE_US, check_idle_us, find_library
 from sdnmpi.emu.plan import DEFAULT_LINK_SCALE, DEFAULT_STATE_ROOT, DEFAULT_TCP_CONGESTION
+from sdnmpi.emu.queues import DEFAULT_QUEUES
 from sdnmpi.errors import ConfigError
 
 app = typer.Typer(
@@ -67,6 +68,13 @@ def up_command(
         help="TCP congestion control of the hosts (default cubic, what cluster nodes run; "
         "'kernel' keeps the machine's own default).",
     ),
+    queues: str = typer.Option(
+        DEFAULT_QUEUES,
+        "--queues",
+        help="Switch ports' queues: 'ecn' (default: ECN marking above 20 frames, hosts "
+        "negotiate ECN, retransmission-timer floor scaled like the links; needs `make bpf`) "
+        "or 'droptail' (the bare 1000-frame FIFO). docs/emulator-fidelity.md, 'Queues'.",
+    ),
     name: str = NAME,
     state_root: Path = STATE_ROOT,
     verbose: bool = VERBOSE,
@@ -82,6 +90,7 @@ def up_command(
         state_root=state_root,
         l2_learning=l2_learning,
         tcp_congestion=None if tcp_congestion == "kernel" else tcp_congestion,
+        queues=queues,
     )
     console.print(
         f"fabric {plan.name} up: {len(plan.hosts)} hosts, "

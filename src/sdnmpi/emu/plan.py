@@ -41,6 +41,12 @@ from pathlib import Path
 from typing import Literal
 
 from sdnmpi.core.topology import Topology
+from sdnmpi.emu.queues import (
+    DEFAULT_QUEUES,
+    QUEUE_MODES,
+    rto_min_supported,
+    tcp_rto_min_s,
+)
 from sdnmpi.errors import ConfigError, TopologyError
 
 #: Default scale of link capacities: 1 Gbit/s becomes 50 Mbit/s, far below the
@@ -177,6 +183,7 @@ class FabricPlan:
     bridges: tuple[BridgePlan, ...]
     links: tuple[LinkPlan, ...]
     steps: tuple[Step, ...]
+    queues: str = "droptail"
 
     @property
     def run_dir(self) -> Path:
@@ -211,6 +218,15 @@ class FabricPlan:
         bridges = tuple(b.bridge for b in self.bridges)
         ends = tuple(e.dev for ln in self.links for e in (ln.a, ln.b) if e.netns is None)
         return bridges + ends
+
+    def switch_ports(self) -> dict[str, float]:
+        """The switches' ports (their root-namespace veth ends) and their shaped rates."""
+        return {e.dev: ln.rate_bps for ln in self.links for e in (ln.a, ln.b) if e.netns is None}
+
+    def host_ports(self, host: HostPlan) -> dict[str, float]:
+        """``host``'s interfaces (in its namespace) and their shaped rates."""
+        ends = ((e, ln.rate_bps) for ln in self.links for e in (ln.a, ln.b))
+        return {e.dev: rate for e, rate in ends if e.netns == host.netns}
 
 
 def check_fabric_name(name: str) -> str:
@@ -389,9 +405,12 @@ def make_plan(
     state_root: Path = DEFAULT_STATE_ROOT,
     l2_learning: bool = False,
     tcp_congestion: str | None = DEFAULT_TCP_CONGESTION,
+    queues: str = DEFAULT_QUEUES,
 ) -> FabricPlan:
     """The fabric that emulates ``topo``, and the steps that build it."""
     check_fabric_name(name)
+    if queues not in QUEUE_MODES:
+        raise ConfigError(f"--queues {queues!r}: one of {', '.join(QUEUE_MODES)}")
     if tcp_congestion is not None and not _CONGESTION_RE.fullmatch(tcp_congestion):
         raise ConfigError(f"--tcp-congestion {tcp_congestion!r} is not an algorithm name")
     if not link_scale > 0:
@@ -425,6 +444,7 @@ def make_plan(
         bridges,
         links,
         (),
+        queues,
     )
     _check_names(plan)
     steps = _steps(plan, hosts_file(topo, addresses))
@@ -569,8 +589,22 @@ def _host_steps(plan: FabricPlan, h: HostPlan, hosts_text: str) -> list[Step]:
         Step((*sysctl, f"net.ipv4.tcp_wmem=4096 16384 {wmem}")),
         Step((*sysctl, f"net.ipv4.tcp_notsent_lowat={wmem}")),
         *_congestion_steps(plan, sysctl),
+        *_ecn_steps(plan, sysctl),
         Step(("ip", "-n", h.netns, "link", "set", "lo", "up")),
     ]
+
+
+def _ecn_steps(plan: FabricPlan, sysctl: tuple[str, ...]) -> list[Step]:
+    """With ``--queues ecn``: the host asks for ECN on its connections, and its
+    retransmission timer's floor is scaled like the links (:mod:`sdnmpi.emu.ecn`;
+    kernels before 6.11 have no per-namespace floor and keep 200 ms)."""
+    if plan.queues != "ecn":
+        return []
+    steps = [Step((*sysctl, "net.ipv4.tcp_ecn=1"))]
+    if rto_min_supported():
+        rto_us = round(tcp_rto_min_s(plan.link_scale) * 1e6)
+        steps.append(Step((*sysctl, f"net.ipv4.tcp_rto_min_us={rto_us}")))
+    return steps
 
 
 def _congestion_steps(plan: FabricPlan, sysctl: tuple[str, ...]) -> list[Step]:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sdnmpi.core.topology import Topology
+from sdnmpi.emu import ecn
 from sdnmpi.emu.plan import (
     DEFAULT_LINK_SCALE,
     DEFAULT_STATE_ROOT,
@@ -36,6 +37,7 @@ from sdnmpi.emu.plan import (
     Step,
     make_plan,
 )
+from sdnmpi.emu.queues import DEFAULT_QUEUES
 from sdnmpi.emu.state import FabricState, load_state, save_state
 from sdnmpi.errors import ConfigError, SdnMpiError
 
@@ -181,6 +183,7 @@ def up(
     state_root: Path = DEFAULT_STATE_ROOT,
     l2_learning: bool = False,
     tcp_congestion: str | None = DEFAULT_TCP_CONGESTION,
+    queues: str = DEFAULT_QUEUES,
 ) -> FabricPlan:
     """Build the fabric; on any failure remove what was built and re-raise."""
     plan = make_plan(
@@ -191,10 +194,18 @@ def up(
         state_root=state_root,
         l2_learning=l2_learning,
         tcp_congestion=tcp_congestion,
+        queues=queues,
     )
     _preflight(plan)
     state = FabricState(
-        name, state_root, topo, link_scale, controller, l2_learning, tcp_congestion=tcp_congestion
+        name,
+        state_root,
+        topo,
+        link_scale,
+        controller,
+        l2_learning,
+        tcp_congestion=tcp_congestion,
+        queues=queues,
     )
     state = state.with_resource(Resource("dir", str(plan.state_dir)))
     save_state(state)
@@ -207,6 +218,10 @@ def up(
                 state = state.with_resource(step.creates)
                 save_state(state)
             _run_step(step, plan.ovs_env())
+        if plan.queues == "ecn":  # the ports exist now; deleting them removes the marker
+            ecn.attach(plan.switch_ports())
+            for h in plan.hosts:  # a host's NIC queue marks too (as fq_codel's would)
+                ecn.attach(plan.host_ports(h), netns=h.netns)
     except BaseException:
         log.error("fabric %s: up failed, rolling back", name)
         _teardown(state)

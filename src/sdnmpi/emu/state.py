@@ -7,7 +7,7 @@ gone) removes exactly this fabric's things.  Schema ``sdnmpi.emu-state/1``::
 
     {"schema": "sdnmpi.emu-state/1", "name": ..., "state_root": ...,
      "link_scale": ..., "controller": null | "tcp:...", "l2_learning": bool,
-     "tcp_congestion": null | "cubic",
+     "tcp_congestion": null | "cubic", "queues": "ecn" | "droptail",
      "complete": bool, "topology": {sdnmpi-topology JSON},
      "resources": [{"kind": "dir" | "daemon" | "netns" | "etc_netns" | "link" | "sysctl",
                     "name": ...}, ...]}
@@ -26,6 +26,7 @@ from typing import Any, cast
 
 from sdnmpi.core.topology import Topology
 from sdnmpi.emu.plan import FabricPlan, Resource, ResourceKind, make_plan
+from sdnmpi.emu.queues import QUEUE_MODES
 from sdnmpi.errors import FormatError
 from sdnmpi.formats.native import topology_from_dict, topology_to_dict
 
@@ -39,6 +40,7 @@ _KEYS = {
     "controller",
     "l2_learning",
     "tcp_congestion",
+    "queues",
     "complete",
     "topology",
     "resources",
@@ -58,6 +60,7 @@ class FabricState:
     complete: bool = False
     resources: tuple[Resource, ...] = field(default=())
     tcp_congestion: str | None = None
+    queues: str = "droptail"
 
     def plan(self) -> FabricPlan:
         """The plan this fabric was built from (the plan is a pure function of the state)."""
@@ -69,6 +72,7 @@ class FabricState:
             state_root=self.state_root,
             l2_learning=self.l2_learning,
             tcp_congestion=self.tcp_congestion,
+            queues=self.queues,
         )
 
     def with_resource(self, res: Resource) -> FabricState:
@@ -87,6 +91,7 @@ class FabricState:
             "controller": self.controller,
             "l2_learning": self.l2_learning,
             "tcp_congestion": self.tcp_congestion,
+            "queues": self.queues,
             "complete": self.complete,
             "topology": topology_to_dict(self.topology),
             "resources": [{"kind": r.kind, "name": r.name} for r in self.resources],
@@ -98,7 +103,7 @@ def state_from_dict(obj: Any, source: str) -> FabricState:
     if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
         raise FormatError(f"{source}: not an sdnmpi emu state file ({SCHEMA})")
     unknown = sorted(set(obj) - _KEYS)
-    missing = sorted(_KEYS - set(obj) - {"tcp_congestion"})  # absent before it existed
+    missing = sorted(_KEYS - set(obj) - {"tcp_congestion", "queues"})  # absent before they existed
     if unknown or missing:
         raise FormatError(f"{source}: unknown keys {unknown}, missing keys {missing}")
     try:
@@ -111,6 +116,7 @@ def state_from_dict(obj: Any, source: str) -> FabricState:
             controller=None if obj["controller"] is None else str(obj["controller"]),
             l2_learning=bool(obj["l2_learning"]),
             tcp_congestion=_optional_str(obj.get("tcp_congestion")),
+            queues=_queues(obj.get("queues", "droptail")),
             complete=bool(obj["complete"]),
             resources=resources,
         )
@@ -122,6 +128,12 @@ def _optional_str(value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ValueError(f"tcp_congestion {value!r} is not a string")
     return value
+
+
+def _queues(value: Any) -> str:
+    if value not in QUEUE_MODES:
+        raise ValueError(f"queues {value!r} is not one of {QUEUE_MODES}")
+    return str(value)
 
 
 def _resource(obj: Any) -> Resource:

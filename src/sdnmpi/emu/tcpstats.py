@@ -4,14 +4,17 @@ The flow model shares links without loss.  The emulated links are shaped queues
 (HTB) of bounded length: when many senders converge on one host (incast) the
 queue overflows, TCP retransmits, and a sender that lost a whole window waits
 for its retransmission timeout (200 ms at least).  Nothing of that is in the
-model, so a run with timeouts says so.  :class:`TcpLoss` reads each host
+model, so a run with timeouts says so.  Also counted: timeouts that F-RTO found
+spurious (the segment was only queued), tail-loss probes (each counts as a
+retransmitted segment) and packets that arrived CE-marked (``emu up --queues ecn``:
+congestion signalled without a loss).  :class:`TcpLoss` reads each host
 namespace's counters (``/proc/net/snmp`` and ``/proc/net/netstat``) before and
 after a run.
 
 >>> snmp = "Tcp: RtoAlgorithm OutSegs RetransSegs\\nTcp: 1 1000 7\\n"
 >>> netstat = "TcpExt: TCPTimeouts TCPLossProbes\\nTcpExt: 2 5\\n"
 >>> counters(snmp + netstat)
-{'out_segs': 1000, 'retrans_segs': 7, 'timeouts': 2}
+{'out_segs': 1000, 'retrans_segs': 7, 'timeouts': 2, 'loss_probes': 5}
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ COUNTERS = {
     ("Tcp", "OutSegs"): "out_segs",
     ("Tcp", "RetransSegs"): "retrans_segs",
     ("TcpExt", "TCPTimeouts"): "timeouts",
+    ("TcpExt", "TCPSpuriousRTOs"): "spurious_rtos",
+    ("TcpExt", "TCPLossProbes"): "loss_probes",
+    ("IpExt", "InCEPkts"): "ce_pkts",
 }
 
 

@@ -452,6 +452,12 @@ def _provenance(meta: Mapping[str, Any]) -> list[str]:
     if isinstance(git, Mapping):
         dirty = " (with uncommitted changes)" if git.get("dirty") else ""
         out.append(f"- Commit: {git.get('commit') or 'unknown'}{dirty}")
+    fabric = meta.get("fabric")
+    if isinstance(fabric, Mapping):
+        out.append(
+            f"- Emulated fabric: switch queues {fabric.get('queues', '?')}, TCP "
+            f'{fabric.get("tcp_congestion", "?")} (docs/emulator-fidelity.md, "Queues")'
+        )
     cal = meta.get("calibration")
     if isinstance(cal, Mapping):
         out.append(f"- Calibration: {_calibration(cal)}")

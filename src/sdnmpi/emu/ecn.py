@@ -1,0 +1,173 @@
+"""ECN-marking switch ports for the emulated fabric (``sdnmpi emu up --queues ecn``).
+
+Why: an emulated link runs at ``link_scale`` times the real rate, so a queue of
+1000 frames (the HTB class's FIFO) holds 1.2 s at 10 Mbit/s where the 1 GbE port
+it stands for holds 12 ms; TCP's timers are not scaled.  When many ranks send to
+one host at once (SpMV's exchange: 78 connections into one port) the queues grow
+to 0.5-0.9 s, retransmission timers (200 ms at least) fire for data that was only
+waiting, and the few real overflows cost a timeout each: 1000-1200 timeouts and
+23 000-26 000 retransmitted segments per 40-rank SpMV run, 28-35 % slower than
+the flow model predicts (docs/emulator-fidelity.md, "Queues").
+
+What: :data:`OBJECT` (``csrc/bpf/ecn.bpf.c``) runs on every switch port's egress,
+keeps the port's backlog as a queue drained at the port's rate, and sets CE on
+ECN-capable packets that arrive above :func:`mark_threshold_bytes`, as an
+ECN-marking switch does.  The hosts negotiate ECN (``net.ipv4.tcp_ecn=1``) and
+halve their windows on a mark instead of a loss, and their retransmission timer's
+floor is scaled like the links (:func:`tcp_rto_min_s`), so a queue that is only
+slow is not taken for a loss.
+
+:func:`attach` loads the program once per fabric, writes each port's rate and
+threshold into its ``ports`` map and attaches it to the ports' clsact egress hooks
+in the current network namespace; the filters keep the program and its map alive
+after the loading process exits, and deleting a port removes its filter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import logging
+import os
+import socket
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import ClassVar, Final
+
+from sdnmpi.emu.queues import mark_threshold_bytes
+from sdnmpi.errors import ConfigError
+from sdnmpi.node.bpf import (
+    _BPF_TC_EGRESS,
+    VERIFIER_LOG_BYTES,
+    ProgramRejectedError,
+    TaggerError,
+    _check,
+    _Netns,
+    _OpenOpts,
+    _sized,
+    _TcHook,
+    _TcOpts,
+    libbpf,
+)
+
+log = logging.getLogger(__name__)
+
+OBJECT: Final = Path(__file__).resolve().parents[3] / "build" / "bpf" / "ecn.bpf.o"
+PROGRAM_NAME: Final = "sdnmpi_ecn"
+MAP_NAME: Final = "ports"
+MAX_PORTS: Final = 4096  # SDNMPI_ECN_MAX_PORTS
+HANDLE: Final = 0xEC1
+#: After the MPI tagger (``sdnmpi.node.bpf``, priority 1) on a host's interface; the
+#: tagger hands packets on (TC_ACT_UNSPEC) so that this filter sees them too.
+PRIORITY: Final = 2
+
+
+class Port(ctypes.Structure):
+    """``struct sdnmpi_ecn_port`` (``csrc/bpf/ecn.h``)."""
+
+    _fields_: ClassVar = [
+        ("lock", ctypes.c_uint32),
+        ("pad", ctypes.c_uint32),
+        ("t_ns", ctypes.c_uint64),
+        ("backlog", ctypes.c_uint64),
+        ("rate_Bps", ctypes.c_uint64),
+        ("mark_bytes", ctypes.c_uint64),
+        ("seen", ctypes.c_uint64),
+        ("marked", ctypes.c_uint64),
+    ]
+
+
+def attach(
+    ports: Mapping[str, float],
+    mark_bytes: int | None = None,
+    obj: Path = OBJECT,
+    netns: str | None = None,
+) -> dict[str, int]:
+    """Mark on ``ports`` (device name -> shaped rate in bit/s) of network namespace
+    ``netns`` (``ip netns`` name; None: this thread's).
+
+    Each call loads its own program and map (keys are ifindexes, which are unique
+    only within a namespace).  Returns each device's ifindex.  Raises
+    :class:`ConfigError` when the object is not built,
+    :class:`~sdnmpi.node.bpf.TaggerError` when the kernel refuses a step; filters
+    attached before a failure stay, and go with their devices.
+    """
+    if len(ports) > MAX_PORTS:
+        raise ConfigError(f"{len(ports)} ports to mark; the marker holds {MAX_PORTS}")
+    if not obj.is_file():
+        raise ConfigError(
+            f"ECN marker {obj} not found: build it with `make bpf`, or use --queues droptail"
+        )
+    threshold = mark_threshold_bytes() if mark_bytes is None else mark_bytes
+    with _inside(netns):
+        return _load_and_attach(ports, threshold, obj)
+
+
+@contextlib.contextmanager
+def _inside(netns: str | None) -> Iterator[None]:
+    if netns is None:
+        yield
+        return
+    try:
+        target = os.open(f"/run/netns/{netns}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(f"network namespace {netns!r}: {exc.strerror}") from None
+    try:
+        with _Netns(target):
+            yield
+    finally:
+        os.close(target)
+
+
+def _load_and_attach(ports: Mapping[str, float], threshold: int, obj: Path) -> dict[str, int]:
+    lib = libbpf()
+    log_buf = ctypes.create_string_buffer(VERIFIER_LOG_BYTES)
+    opts = _sized(_OpenOpts())
+    opts.kernel_log_buf = ctypes.cast(log_buf, ctypes.c_void_p)
+    opts.kernel_log_size = VERIFIER_LOG_BYTES
+    handle = lib.bpf_object__open_file(str(obj).encode(), ctypes.byref(opts))
+    if not handle:
+        raise ConfigError(f"cannot open {obj}: {os.strerror(ctypes.get_errno())}")
+    try:
+        ret = lib.bpf_object__load(handle)
+        if ret < 0:
+            text = log_buf.value.decode(errors="replace") or "(empty)"
+            raise ProgramRejectedError(f"the kernel refused {obj}: {os.strerror(-ret)}", text)
+        prog = lib.bpf_object__find_program_by_name(handle, PROGRAM_NAME.encode())
+        bpf_map = lib.bpf_object__find_map_by_name(handle, MAP_NAME.encode())
+        if not prog or not bpf_map:
+            raise TaggerError(f"{obj}: no program {PROGRAM_NAME} or map {MAP_NAME}")
+        prog_fd = _check(lib.bpf_program__fd(prog), "program fd")
+        map_fd = _check(lib.bpf_map__fd(bpf_map), "map fd")
+        indexes = {dev: _ifindex(dev) for dev in ports}
+        for dev, rate_bps in ports.items():
+            key = ctypes.c_uint32(indexes[dev])
+            value = Port(rate_Bps=max(1, round(rate_bps / 8)), mark_bytes=threshold)
+            _check(
+                lib.bpf_map_update_elem(map_fd, ctypes.byref(key), ctypes.byref(value), 0),
+                f"set the marker's rate for {dev}",
+            )
+            _attach_one(lib, prog_fd, dev, indexes[dev])
+    finally:
+        lib.bpf_object__close(handle)
+    log.info("ECN marking on %s above %d bytes", ", ".join(ports), threshold)
+    return indexes
+
+
+def _ifindex(dev: str) -> int:
+    try:
+        return socket.if_nametoindex(dev)
+    except OSError:
+        raise ConfigError(f"no interface {dev!r} in this network namespace") from None
+
+
+def _attach_one(lib: ctypes.CDLL, prog_fd: int, dev: str, ifindex: int) -> None:
+    hook = _sized(_TcHook())
+    hook.ifindex, hook.attach_point = ifindex, _BPF_TC_EGRESS
+    ret = lib.bpf_tc_hook_create(ctypes.byref(hook))
+    if ret < 0 and ret != -errno.EEXIST:
+        _check(ret, f"create clsact qdisc on {dev}")
+    opts = _sized(_TcOpts())
+    opts.prog_fd, opts.handle, opts.priority = prog_fd, HANDLE, PRIORITY
+    _check(lib.bpf_tc_attach(ctypes.byref(hook), ctypes.byref(opts)), f"attach to {dev} egress")
