@@ -235,7 +235,8 @@ def _render(s: dict[str, Any]) -> None:
     console.print(
         f"fabric {s['name']} ({s['topology']}): "
         f"{'complete' if s['complete'] else 'INCOMPLETE (run down)'}, network {s['network']}, "
-        f"controller {s['controller'] or 'none'}, state {s['state_dir']}",
+        f"queues {s.get('queues', '?')}, controller {s['controller'] or 'none'}, "
+        f"state {s['state_dir']}",
         highlight=False,
     )
     daemons = ", ".join(f"{Path(d['pidfile']).stem}={d['pid'] or 'dead'}" for d in s["daemons"])

@@ -481,6 +481,8 @@ def status(name: str = "default", *, state_root: Path = DEFAULT_STATE_ROOT) -> d
         "topology": state.topology.name,
         "network": str(plan.network),
         "link_scale": plan.link_scale,
+        "queues": plan.queues,
+        "tcp_congestion": plan.tcp_congestion,
         "controller": plan.controller,
         "daemons": daemons,
         "hosts": [_host_status(h.name, h.netns, h.ip, h.mac) for h in plan.hosts],
