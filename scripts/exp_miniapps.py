@@ -59,7 +59,7 @@ from sdnmpi.core.routing import route
 from sdnmpi.core.routing.model import Demands, Fabric
 from sdnmpi.core.topology import Topology
 from sdnmpi.emu import slurm
-from sdnmpi.emu.queues import DEFAULT_QUEUES
+from sdnmpi.emu.queues import queues_in_use
 from sdnmpi.emu.tcpstats import TcpLoss
 from sdnmpi.formats.replay import save_replay
 from sdnmpi.manager.client import ManagerClient
@@ -400,7 +400,7 @@ def experiment(apps: Sequence[App], setup: Setup, out: Path) -> dict[str, Any]:
                     cancel_all(name)
     summary = {"topology": TOPOLOGY, "link_scale": setup.link_scale,
                "ranks_per_node": setup.ranks_per_node, "protocol": PROTOCOL,
-               "queues": DEFAULT_QUEUES,
+               "queues": queues_in_use(),
                "calibration": setup.cal.to_dict(), "results": results}  # fmt: skip
     plot(results, out / "miniapps.png")
     summary["plot"] = str(out / "miniapps.png")

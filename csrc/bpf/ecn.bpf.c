@@ -7,7 +7,9 @@
  * each port's backlog as a virtual queue drained at the port's rate (HTB drains
  * the real one at exactly that rate while it is backlogged) and sets CE on
  * ECN-capable packets that arrive while the backlog is above the port's marking
- * threshold, as an ECN-marking switch does (RFC 3168 senders then halve their
+ * threshold (the backlog the packet finds, not counting itself: on a host's
+ * interface one segmentation-offload packet can be 64 KiB), as an ECN-marking
+ * switch does (RFC 3168 senders then halve their
  * window without a loss). It never drops and never delays: every packet leaves
  * with TC_ACT_UNSPEC (the next filter, if any, or the qdisc). Ports not in the
  * map are left alone.
@@ -59,10 +61,10 @@ int sdnmpi_ecn(struct __sk_buff *skb)
 		elapsed = NSEC_PER_SEC;
 	drained = elapsed * p->rate_Bps / NSEC_PER_SEC;
 	p->backlog = p->backlog > drained ? p->backlog - drained : 0;
+	backlog = p->backlog; /* what this packet finds queued, as a switch's marking sees it */
 	p->backlog += skb->len;
 	p->t_ns = now;
 	p->seen++;
-	backlog = p->backlog;
 	bpf_spin_unlock(&p->lock);
 	if (backlog > p->mark_bytes && bpf_skb_ecn_set_ce(skb))
 		__sync_fetch_and_add(&p->marked, 1);

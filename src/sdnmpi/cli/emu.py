@@ -18,7 +18,7 @@ from sdnmpi.emu import mpi as emu_mpi
 from sdnmpi.emu import runner
 from sdnmpi.emu.idle import DEFAULT_IDLE_US, check_idle_us, find_library
 from sdnmpi.emu.plan import DEFAULT_LINK_SCALE, DEFAULT_STATE_ROOT, DEFAULT_TCP_CONGESTION
-from sdnmpi.emu.queues import DEFAULT_QUEUES
+from sdnmpi.emu.queues import DEFAULT_QUEUES, QUEUES_ENV
 from sdnmpi.errors import ConfigError
 
 app = typer.Typer(
@@ -71,6 +71,7 @@ def up_command(
     queues: str = typer.Option(
         DEFAULT_QUEUES,
         "--queues",
+        envvar=QUEUES_ENV,
         help="Switch ports' queues: 'ecn' (default: ECN marking above 20 frames, hosts "
         "negotiate ECN, retransmission-timer floor scaled like the links; needs `make bpf`) "
         "or 'droptail' (the bare 1000-frame FIFO). docs/emulator-fidelity.md, 'Queues'.",

@@ -6,6 +6,7 @@ loader) and docs/emulator-fidelity.md, "Queues".
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Final
 
@@ -15,6 +16,9 @@ from sdnmpi.errors import ConfigError
 #: bare FIFO, and the hosts' TCP as the kernel sets it).
 QUEUE_MODES: Final = ("ecn", "droptail")
 DEFAULT_QUEUES: Final = "ecn"
+#: Environment variable that sets ``emu up``'s default (experiments run ``emu up``
+#: themselves; their reports name the mode they ran with: :func:`queues_in_use`).
+QUEUES_ENV: Final = "SDNMPI_EMU_QUEUES"
 
 #: Marking threshold in full frames: DCTCP's K for 1 Gbit/s ports (Alizadeh et al.,
 #: SIGCOMM 2010).  In frames the threshold does not depend on the rate, as TCP's
@@ -26,6 +30,11 @@ FRAME_BYTES: Final = 1514
 LINUX_RTO_MIN_S: Final = 0.2
 MAX_RTO_MIN_S: Final = 2.0
 RTO_MIN_SYSCTL: Final = Path("/proc/sys/net/ipv4/tcp_rto_min_us")
+
+
+def queues_in_use() -> str:
+    """The mode ``emu up`` uses without ``--queues``: :data:`QUEUES_ENV` or the default."""
+    return os.environ.get(QUEUES_ENV) or DEFAULT_QUEUES
 
 
 def mark_threshold_bytes() -> int:
