@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
 import logging
 import os
 import socket
@@ -38,17 +37,14 @@ from typing import ClassVar, Final
 from sdnmpi.emu.queues import mark_threshold_bytes
 from sdnmpi.errors import ConfigError
 from sdnmpi.node.bpf import (
-    _BPF_TC_EGRESS,
     VERIFIER_LOG_BYTES,
-    ProgramRejectedError,
     TaggerError,
     _check,
     _Netns,
-    _OpenOpts,
-    _sized,
-    _TcHook,
-    _TcOpts,
+    attach_egress,
     libbpf,
+    load_object,
+    open_object,
 )
 
 log = logging.getLogger(__name__)
@@ -123,17 +119,9 @@ def _inside(netns: str | None) -> Iterator[None]:
 def _load_and_attach(ports: Mapping[str, float], threshold: int, obj: Path) -> dict[str, int]:
     lib = libbpf()
     log_buf = ctypes.create_string_buffer(VERIFIER_LOG_BYTES)
-    opts = _sized(_OpenOpts())
-    opts.kernel_log_buf = ctypes.cast(log_buf, ctypes.c_void_p)
-    opts.kernel_log_size = VERIFIER_LOG_BYTES
-    handle = lib.bpf_object__open_file(str(obj).encode(), ctypes.byref(opts))
-    if not handle:
-        raise ConfigError(f"cannot open {obj}: {os.strerror(ctypes.get_errno())}")
+    handle = open_object(obj, log_buf)
     try:
-        ret = lib.bpf_object__load(handle)
-        if ret < 0:
-            text = log_buf.value.decode(errors="replace") or "(empty)"
-            raise ProgramRejectedError(f"the kernel refused {obj}: {os.strerror(-ret)}", text)
+        load_object(handle, obj, log_buf)
         prog = lib.bpf_object__find_program_by_name(handle, PROGRAM_NAME.encode())
         bpf_map = lib.bpf_object__find_map_by_name(handle, MAP_NAME.encode())
         if not prog or not bpf_map:
@@ -148,7 +136,7 @@ def _load_and_attach(ports: Mapping[str, float], threshold: int, obj: Path) -> d
                 lib.bpf_map_update_elem(map_fd, ctypes.byref(key), ctypes.byref(value), 0),
                 f"set the marker's rate for {dev}",
             )
-            _attach_one(lib, prog_fd, dev, indexes[dev])
+            attach_egress(prog_fd, dev, indexes[dev], HANDLE, PRIORITY)
     finally:
         lib.bpf_object__close(handle)
     log.info("ECN marking on %s above %d bytes", ", ".join(ports), threshold)
@@ -160,14 +148,3 @@ def _ifindex(dev: str) -> int:
         return socket.if_nametoindex(dev)
     except OSError:
         raise ConfigError(f"no interface {dev!r} in this network namespace") from None
-
-
-def _attach_one(lib: ctypes.CDLL, prog_fd: int, dev: str, ifindex: int) -> None:
-    hook = _sized(_TcHook())
-    hook.ifindex, hook.attach_point = ifindex, _BPF_TC_EGRESS
-    ret = lib.bpf_tc_hook_create(ctypes.byref(hook))
-    if ret < 0 and ret != -errno.EEXIST:
-        _check(ret, f"create clsact qdisc on {dev}")
-    opts = _sized(_TcOpts())
-    opts.prog_fd, opts.handle, opts.priority = prog_fd, HANDLE, PRIORITY
-    _check(lib.bpf_tc_attach(ctypes.byref(hook), ctypes.byref(opts)), f"attach to {dev} egress")

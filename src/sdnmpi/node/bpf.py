@@ -363,6 +363,58 @@ class RankContext:
         self._mem.close()
 
 
+def open_object(path: Path, log_buf: ctypes.Array[ctypes.c_char]) -> int:
+    """``bpf_object__open_file`` with the verifier's log going to ``log_buf``."""
+    opts = _sized(_OpenOpts())
+    opts.kernel_log_buf = ctypes.cast(log_buf, ctypes.c_void_p)
+    opts.kernel_log_size = len(log_buf)
+    obj = libbpf().bpf_object__open_file(str(path).encode(), ctypes.byref(opts))
+    if not obj:
+        err = ctypes.get_errno()
+        raise TaggerError(f"cannot open BPF object {path}: {os.strerror(err)}")
+    return int(obj)
+
+
+def load_object(obj: int, path: Path, log_buf: ctypes.Array[ctypes.c_char]) -> None:
+    """``bpf_object__load``; a refusal is a :class:`ProgramRejectedError` with the log."""
+    ret = libbpf().bpf_object__load(obj)
+    if ret < 0:
+        text = log_buf.value.decode(errors="replace")
+        raise ProgramRejectedError(
+            f"the kernel refused {path}: {os.strerror(-ret)}", text or "(empty)"
+        )
+
+
+def attach_egress(
+    prog_fd: int, ifname: str, ifindex: int, handle: int, priority: int
+) -> tuple[_TcHook, _TcOpts, bool]:
+    """Attach ``prog_fd`` to ``ifindex``'s clsact egress hook in this thread's namespace,
+    creating the clsact qdisc if there is none (and removing it again if the attach
+    fails).  Returns the hook, the options and whether the qdisc was created."""
+    lib = libbpf()
+    hook = _sized(_TcHook())
+    hook.ifindex, hook.attach_point = ifindex, _BPF_TC_EGRESS
+    ret = lib.bpf_tc_hook_create(ctypes.byref(hook))
+    if ret < 0 and ret != -errno.EEXIST:  # a clsact qdisc is there already: keep it
+        _check(ret, f"create clsact qdisc on {ifname}")
+    created = ret == 0
+    opts = _sized(_TcOpts())
+    opts.prog_fd, opts.handle, opts.priority = prog_fd, handle, priority
+    ret = lib.bpf_tc_attach(ctypes.byref(hook), ctypes.byref(opts))
+    if ret < 0:
+        if created:
+            _destroy_qdisc(hook)
+        _check(ret, f"attach to {ifname} egress (handle {handle:#x}, priority {priority})")
+    return hook, opts, created
+
+
+def _destroy_qdisc(hook: _TcHook) -> None:
+    hook.attach_point = _BPF_TC_INGRESS | _BPF_TC_EGRESS
+    ret = libbpf().bpf_tc_hook_destroy(ctypes.byref(hook))
+    if ret < 0:
+        log.warning("could not remove the clsact qdisc: %s", os.strerror(-ret))
+
+
 def _netns_fd() -> int:
     return os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
 
@@ -424,14 +476,7 @@ class Tagger:
 
     # --- open / load ---
     def _open(self, enabled: bool) -> None:
-        opts = _sized(_OpenOpts())
-        opts.kernel_log_buf = ctypes.cast(self._log_buf, ctypes.c_void_p)
-        opts.kernel_log_size = VERIFIER_LOG_BYTES
-        obj = self._lib.bpf_object__open_file(str(self.path).encode(), ctypes.byref(opts))
-        if not obj:
-            err = ctypes.get_errno()
-            raise TaggerError(f"cannot open BPF object {self.path}: {os.strerror(err)}")
-        self._obj = obj
+        self._obj = open_object(self.path, self._log_buf)
         self._set_settings(Settings(enabled=int(enabled)))
 
     def _set_settings(self, settings: Settings) -> None:
@@ -446,12 +491,8 @@ class Tagger:
         ctypes.memmove(ptr, ctypes.byref(settings), ctypes.sizeof(settings))
 
     def _load(self) -> None:
-        ret = self._lib.bpf_object__load(self._obj)
-        if ret < 0:
-            text = self._log_buf.value.decode(errors="replace")
-            raise ProgramRejectedError(
-                f"the kernel refused {self.path}: {os.strerror(-ret)}", text or "(empty)"
-            )
+        assert self._obj is not None
+        load_object(self._obj, self.path, self._log_buf)
         prog = self._lib.bpf_object__find_program_by_name(self._obj, PROGRAM_NAME.encode())
         if not prog:
             raise TaggerError(f"{self.path}: no program {PROGRAM_NAME}")
@@ -488,27 +529,9 @@ class Tagger:
             raise TaggerError(
                 f"interface {ifname!r} does not exist in this network namespace"
             ) from exc
-        hook = _sized(_TcHook())
-        hook.ifindex, hook.attach_point = ifindex, _BPF_TC_EGRESS
-        ret = self._lib.bpf_tc_hook_create(ctypes.byref(hook))
-        if ret < 0 and ret != -errno.EEXIST:  # a clsact qdisc is there already: keep it
-            _check(ret, f"create clsact qdisc on {ifname}")
-        created = ret == 0
-        opts = _sized(_TcOpts())
-        opts.prog_fd, opts.handle, opts.priority = self.prog_fd, handle, priority
-        ret = self._lib.bpf_tc_attach(ctypes.byref(hook), ctypes.byref(opts))
-        if ret < 0:
-            if created:
-                self._destroy_qdisc(hook)
-            _check(ret, f"attach to {ifname} egress (handle {handle:#x}, priority {priority})")
+        hook, opts, created = attach_egress(self.prog_fd, ifname, ifindex, handle, priority)
         self._attachment = _Attachment(ifname, hook, opts, created, _netns_fd())
         log.info("attached to %s egress (clsact %s)", ifname, "created" if created else "existing")
-
-    def _destroy_qdisc(self, hook: _TcHook) -> None:
-        hook.attach_point = _BPF_TC_INGRESS | _BPF_TC_EGRESS
-        ret = self._lib.bpf_tc_hook_destroy(ctypes.byref(hook))
-        if ret < 0:
-            log.warning("could not remove the clsact qdisc: %s", os.strerror(-ret))
 
     def detach(self) -> None:
         """Remove our filter, and the clsact qdisc if (and only if) we created it."""
@@ -523,7 +546,7 @@ class Tagger:
                 if ret < 0:
                     log.warning("detach from %s: %s", att.ifname, os.strerror(-ret))
                 if att.created_qdisc:
-                    self._destroy_qdisc(att.hook)
+                    _destroy_qdisc(att.hook)
         finally:
             os.close(att.netns_fd)
         log.info("detached from %s", att.ifname)
