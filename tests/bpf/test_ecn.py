@@ -126,6 +126,19 @@ def test_a_transfer_below_the_threshold_is_not_marked(pair: Pair, bpf_build: Pat
     assert transfer(pair, mark_threshold_bytes() // 2)["ce_pkts"] == 0
 
 
+def test_a_port_marks_above_its_own_threshold(pair: Pair, bpf_build: Path) -> None:
+    """Per-device thresholds (switch ports get theirs from their rate): 2 MiB through a
+    port whose threshold is 4 MiB is not marked."""
+    with inside(pair.sender):
+        ecn.attach({"es": RATE_BPS}, {"es": 4 * 1024 * 1024}, obj=bpf_build / "ecn.bpf.o")
+    assert transfer(pair, 2 * 1024 * 1024)["ce_pkts"] == 0
+
+
+def test_a_port_without_a_threshold_is_refused_before_anything_loads(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no marking threshold for lo"):
+        ecn.attach({"lo": RATE_BPS}, {"eth0": 1000}, obj=tmp_path / "absent.bpf.o")
+
+
 def test_a_missing_object_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="make bpf"):
         ecn.attach({"lo": RATE_BPS}, obj=tmp_path / "absent.bpf.o")

@@ -84,7 +84,15 @@ def test_connection_mirrors(setup: Setup) -> None:
         ({"op": "tag_collectives", "job": "9", "collectives": {}}, "a list"),
         ({"op": "tag_collectives", "job": "9", "collectives": [{"name": "x"}]}, "unknown"),
         ({"op": "tag_collectives", "job": "9", "collectives": [{"name": "bcast", "root": -1}]},
-         ">= 0"),
+         "integers 0"),
+        ({"op": "tag_collectives", "job": "9", "collectives": [{"name": "bcast", "count": 2**40,
+          "type_bytes": 2**20}]}, "2\\*\\*48 bytes"),
+        ({"op": "tag_collectives", "job": "9", "collectives": [{"name": "bcast",
+          "comm": list(range(5000))}]}, "at most 4096"),
+        ({"op": "tag_conn", "job": "9", "rank": 0, "local": "10.0.0.1:" + "9" * 5000,
+          "remote": "10.0.0.2:1"}, "bad port"),
+        ({"op": "tag_conn", "job": "9", "rank": 0, "local": "10.0.0.1:\u0663",
+          "remote": "10.0.0.2:1"}, "bad port"),
     ],
 )  # fmt: skip
 def test_bad_requests(setup: Setup, req: dict[str, Any], needle: str) -> None:

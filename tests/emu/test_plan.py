@@ -26,7 +26,7 @@ from sdnmpi.emu.plan import (
     is_loop_free,
     make_plan,
 )
-from sdnmpi.emu.queues import tcp_rto_min_s
+from sdnmpi.emu.queues import FRAME_BYTES, switch_mark_bytes, tcp_rto_min_s
 from sdnmpi.emu.state import FabricState, load_state, save_state, state_from_dict
 from sdnmpi.errors import ConfigError, FormatError
 
@@ -398,6 +398,17 @@ def test_ecn_queues_set_the_hosts_tcp_and_state_keeps_them(tmp_path: Path, monke
     old["queues"] = "fq"
     with pytest.raises(FormatError, match="queues"):
         state_from_dict(old, "bad.json")
+
+
+def test_switch_ports_mark_at_a_quarter_of_the_timer_floor():
+    """A switch port's threshold is what it drains in a quarter of the hosts' floor: 0.5 s
+    at 10 Mbit/s with 2 s; at real rates more than its 1000-frame FIFO (it never marks)."""
+    assert switch_mark_bytes(10e6, 2.0) == 625_000
+    assert switch_mark_bytes(20e6, 2.0) == 2 * switch_mark_bytes(10e6, 2.0)
+    assert switch_mark_bytes(1e9, 0.2) > 1000 * FRAME_BYTES
+    assert switch_mark_bytes(1e3, 0.2) == FRAME_BYTES  # never below one frame
+    with pytest.raises(ConfigError):
+        switch_mark_bytes(0.0, 2.0)
 
 
 def test_rto_floor_scales_with_the_links_within_bounds():

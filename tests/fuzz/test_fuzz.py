@@ -73,6 +73,20 @@ def _graphml_dpid(value: bytes) -> bytes:
     return out
 
 
+def _trace(old: bytes, new: bytes) -> bytes:
+    """The PMPI trace seed with ``old`` replaced by ``new`` everywhere."""
+    seed = TARGETS["sdnmpi-trace"].seeds[0]
+    assert old in seed
+    return seed.replace(old, new)
+
+
+def _tag(old: bytes, new: bytes) -> bytes:
+    """The tag-service seed (agents' reports) with ``old`` replaced by ``new``."""
+    seed = TARGETS["tag-service"].seeds[0]
+    assert old in seed
+    return seed.replace(old, new)
+
+
 #: (format, input) pairs that once raised OverflowError, LookupError, RecursionError,
 #: TypeError or ValueError, hung, or took gigabytes (the issue's list).
 REGRESSIONS = [
@@ -114,6 +128,17 @@ REGRESSIONS = [
     ("controller-api", b'{"op": {"a": 1}, "job_id": 1}'),
     ("controller-api", b'{"op": "install_job", "job_id": ' + b"9" * 5000 + b', "pairs": {}}'),
     ("controller-api", b'{"op": "measure_start", "job_id": 1.0e999, "hosts": []}'),
+    ("sdnmpi-trace", _trace(b'"bytes": 4096', b'"bytes": ' + str(2**70).encode())),
+    ("sdnmpi-trace", _trace(b'"count": 1024', b'"count": ' + str(2**40).encode())),
+    ("sdnmpi-trace", _trace(b'"ranks": [0, 1]', b'"ranks": [' + b"0, 1, " * 50000 + b"0]")),
+    ("sdnmpi-trace", _trace(b'"nprocs": 2', b'"nprocs": ' + b"9" * 4000)),
+    ("sdnmpi-trace", b"\x1e".join([b"{}"] * 16)),
+    ("tag-service", _tag(b'"count": 1048576', b'"count": ' + str(2**70).encode())),
+    ("tag-service", _tag(b'"nprocs": 4', b'"nprocs": 1000000000000')),
+    ("tag-service", _tag(b'"rank": 0', b'"rank": -1')),
+    ("tag-service", _tag(b'"comm": null', b'"comm": [0, 0, 0, 99999999999999999999]')),
+    ("tag-service", _tag(b'"job": "42"', b'"job": ["42"]')),
+    ("replay", TARGETS["replay"].seeds[0].replace(b"1048576", str(2**64).encode())),
 ]
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -14,16 +16,16 @@ from sdnmpi.errors import ConfigError
 from sdnmpi.manager.client import ManagerClient
 from sdnmpi.manager.memory import MemoryStore
 from sdnmpi.manager.model import Kind, ManagerError
+from sdnmpi.manager.peercred import Limits, split_address
 from sdnmpi.manager.server import ManagerServer, TlsListener, load_tokens
 from sdnmpi.manager.service import ManagerService
+from sdnmpi.testing.waits import wait_for
 
 SCHED_TOKEN = "s" * 32
 ALICE_TOKEN = "a" * 32
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -49,6 +51,14 @@ def tls_files(sock_dir: Path) -> tuple[Path, Path]:
 
 @pytest.fixture
 def tls_server(sock_dir: Path, fabric, tls_files) -> Iterator[tuple[str, Path]]:
+    with serving(sock_dir, fabric, tls_files) as (_, address, cert):
+        yield address, cert
+
+
+@contextlib.contextmanager
+def serving(
+    sock_dir: Path, fabric, tls_files, limits: Limits | None = None
+) -> Iterator[tuple[ManagerServer, str, Path]]:
     cert, key = tls_files
     tokens = sock_dir / "tokens"
     tokens.write_text(f"# who may call over TCP\n{SCHED_TOKEN} scheduler\n{ALICE_TOKEN} 1000\n")
@@ -60,10 +70,46 @@ def tls_server(sock_dir: Path, fabric, tls_files) -> Iterator[tuple[str, Path]]:
         sock_dir / "m.sock",
         tls=TlsListener(address, cert, key, tokens),
         reconcile_interval_s=0,
+        limits=limits,
     )
     server.start()
-    yield address, cert
-    server.stop(0.5)
+    try:
+        yield server, address, cert
+    finally:
+        server.stop(0.5)
+
+
+def test_the_tls_port_limits_connections_per_address(sock_dir: Path, fabric, tls_files):
+    """A flood from one address (127.0.0.2) gets no more than its share of the TLS
+    port; a caller from another address is still served, and the flood's share comes
+    back when it closes."""
+    with serving(sock_dir, fabric, tls_files, Limits(connections=8, per_uid=2)) as (
+        server, address, cert,
+    ):  # fmt: skip
+        front = server.tls_front
+        assert front is not None and front.port is not None
+        flood = []
+        for _ in range(5):
+            s = socket.socket()
+            s.bind(("127.0.0.2", 0))
+            s.connect(("127.0.0.1", front.port))
+            s.settimeout(5.0)
+            flood.append(s)
+        wait_for("3 refusals", lambda: front.refused == 3, 10.0)
+        assert front.open_connections() == {"127.0.0.2": 2}
+        assert sum(s.recv(1) == b"" for s in flood[2:]) == 3  # refused ones are closed
+        with ManagerClient(address, tls_ca=cert, token=ALICE_TOKEN) as alice:
+            assert alice.create_job(2**32 + 1, "a", 1000, 1).uid == 1000
+        for s in flood:
+            s.close()
+        wait_for("the flood's connections to close", lambda: front.open_connections() == {}, 10.0)
+
+
+def test_a_bad_tcp_address_is_a_config_error():
+    with pytest.raises(ConfigError, match="want HOST:PORT"):
+        split_address("localhost")
+    with pytest.raises(ConfigError, match="want HOST:PORT"):
+        split_address("localhost:99999")
 
 
 def test_tokens_name_the_caller(tls_server):

@@ -72,8 +72,9 @@ def up_command(
         DEFAULT_QUEUES,
         "--queues",
         envvar=QUEUES_ENV,
-        help="Switch ports' queues: 'ecn' (default: ECN marking above 20 frames, hosts "
-        "negotiate ECN, retransmission-timer floor scaled like the links; needs `make bpf`) "
+        help="Switch ports' queues: 'ecn' (default: ECN marking above a quarter of the "
+        "hosts' timer floor at switch ports, 20 frames at hosts; hosts negotiate ECN, "
+        "retransmission-timer floor scaled like the links; needs `make bpf`) "
         "or 'droptail' (the bare 1000-frame FIFO). docs/emulator-fidelity.md, 'Queues'.",
     ),
     name: str = NAME,

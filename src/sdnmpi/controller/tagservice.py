@@ -206,42 +206,68 @@ def _collective_dict(coll: Collective) -> dict[str, Any]:
 def _text(req: dict[str, Any], key: str) -> str:
     value = req[key]
     if not isinstance(value, str) or not value or len(value) > 64:
-        raise ConfigError(f"{key} must be a string of 1..64 characters, got {value!r}")
+        raise ConfigError(f"{key} must be a string of 1..64 characters, got {_shown(value)}")
     return value
 
 
 def _int(req: dict[str, Any], key: str) -> int:
     value = req[key]
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{key} must be an integer, got {value!r}")
+        raise ConfigError(f"{key} must be an integer, got {_shown(value)}")
     return value
 
 
 def _endpoint(text: Any) -> Endpoint:
     if not isinstance(text, str) or text.count(":") != 1:
-        raise ConfigError(f"endpoint {text!r}: want 'IP:PORT'")
+        raise ConfigError(f"endpoint {_shown(text)}: want 'IP:PORT'")
     ip, port = text.split(":")
-    if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"endpoint {text!r}: bad port")
+    if not (port.isascii() and port.isdigit() and len(port) <= 5) or int(port) > 65535:
+        raise ConfigError(f"endpoint {_shown(text)}: bad port")
     return Endpoint(ip, int(port))
 
 
 _COLLECTIVE_KEYS = {"name", "root", "count", "type_bytes", "comm"}
+#: Bounds of an announced collective: bytes per call (count x type_bytes; far above any
+#: real call, far below where the planner's int64 sizes could wrap) and communicator
+#: size (a tagged job has at most 4096 ranks, :meth:`TagHub.join`).
+MAX_COLLECTIVE_BYTES = 2**48
+MAX_COMM_RANKS = 4096
 
 
 def _collective(obj: Any) -> Collective:
     if not isinstance(obj, dict) or not set(obj) <= _COLLECTIVE_KEYS or "name" not in obj:
-        raise ConfigError(f"collective {obj!r}: want an object with name and {_COLLECTIVE_KEYS}")
+        raise ConfigError(
+            f"collective {_shown(obj)}: want an object with name and {sorted(_COLLECTIVE_KEYS)}"
+        )
     ints = {k: obj[k] for k in ("root", "count", "type_bytes") if k in obj}
-    if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in ints.values()):
-        raise ConfigError(f"collective {obj!r}: root, count, type_bytes must be integers >= 0")
+    if any(not _is_int(v) or not 0 <= v <= MAX_COLLECTIVE_BYTES for v in ints.values()):
+        raise ConfigError(
+            f"collective {_shown(obj)}: root, count, type_bytes must be integers "
+            f"0..{MAX_COLLECTIVE_BYTES}"
+        )
+    if ints.get("count", 0) * ints.get("type_bytes", 1) > MAX_COLLECTIVE_BYTES:
+        raise ConfigError(f"collective {_shown(obj)}: more than 2**48 bytes (count x type_bytes)")
     comm = obj.get("comm")
-    if comm is not None and (not isinstance(comm, list) or not all(_is_int(r) for r in comm)):
-        raise ConfigError(f"collective {obj!r}: comm must be null or a list of world ranks")
+    if comm is not None and (
+        not isinstance(comm, list)
+        or len(comm) > MAX_COMM_RANKS
+        or not all(_is_int(r) and 0 <= r < MAX_COMM_RANKS for r in comm)
+    ):
+        raise ConfigError(
+            f"collective {_shown(obj)}: comm must be null or a list of world ranks "
+            f"(at most {MAX_COMM_RANKS}, each below it)"
+        )
     try:
         return Collective(obj["name"], comm=tuple(comm) if comm is not None else None, **ints)
     except RoutingError as exc:  # an unknown collective name
-        raise ConfigError(f"collective {obj!r}: {exc}") from None
+        raise ConfigError(f"collective {_shown(obj)}: {exc}") from None
+
+
+def _shown(value: Any) -> str:
+    """A request value for an error message, cut short (the request's JSON has no
+    integer beyond 4300 digits, so ``repr`` does not fail)."""
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _is_int(v: Any) -> bool:

@@ -9,13 +9,15 @@ waiting, and the few real overflows cost a timeout each: 1000-1200 timeouts and
 23 000-26 000 retransmitted segments per 40-rank SpMV run, 28-35 % slower than
 the flow model predicts (docs/emulator-fidelity.md, "Queues").
 
-What: :data:`OBJECT` (``csrc/bpf/ecn.bpf.c``) runs on every switch port's egress,
-keeps the port's backlog as a queue drained at the port's rate, and sets CE on
-ECN-capable packets that arrive above :func:`mark_threshold_bytes`, as an
-ECN-marking switch does.  The hosts negotiate ECN (``net.ipv4.tcp_ecn=1``) and
-halve their windows on a mark instead of a loss, and their retransmission timer's
-floor is scaled like the links (:func:`tcp_rto_min_s`), so a queue that is only
-slow is not taken for a loss.
+What: :data:`OBJECT` (``csrc/bpf/ecn.bpf.c``) runs on every switch port's and host
+interface's egress, keeps the port's backlog as a queue drained at the port's rate,
+and sets CE on ECN-capable packets that arrive above the port's threshold, as an
+ECN-marking switch does: a switch port's is what it drains in a quarter of the hosts'
+timer floor (:func:`~sdnmpi.emu.queues.switch_mark_bytes`), a host interface's 20
+frames (:func:`~sdnmpi.emu.queues.mark_threshold_bytes`).  The hosts negotiate ECN
+(``net.ipv4.tcp_ecn=1``) and halve their windows on a mark instead of a loss, and
+their retransmission timer's floor is scaled like the links (:func:`tcp_rto_min_s`),
+so a queue that is only slow is not taken for a loss.
 
 :func:`attach` loads the program once per fabric, writes each port's rate and
 threshold into its ``ports`` map and attaches it to the ports' clsact egress hooks
@@ -76,12 +78,13 @@ class Port(ctypes.Structure):
 
 def attach(
     ports: Mapping[str, float],
-    mark_bytes: int | None = None,
+    mark_bytes: int | Mapping[str, int] | None = None,
     obj: Path = OBJECT,
     netns: str | None = None,
 ) -> dict[str, int]:
     """Mark on ``ports`` (device name -> shaped rate in bit/s) of network namespace
-    ``netns`` (``ip netns`` name; None: this thread's).
+    ``netns`` (``ip netns`` name; None: this thread's), above ``mark_bytes`` (one
+    threshold, or one per device; None: :func:`mark_threshold_bytes`).
 
     Each call loads its own program and map (keys are ifindexes, which are unique
     only within a namespace).  Returns each device's ifindex.  Raises
@@ -91,13 +94,20 @@ def attach(
     """
     if len(ports) > MAX_PORTS:
         raise ConfigError(f"{len(ports)} ports to mark; the marker holds {MAX_PORTS}")
+    if mark_bytes is None or isinstance(mark_bytes, int):
+        one = mark_threshold_bytes() if mark_bytes is None else mark_bytes
+        thresholds = dict.fromkeys(ports, one)
+    else:
+        thresholds = {dev: mark_bytes[dev] for dev in ports if dev in mark_bytes}
+        if len(thresholds) != len(ports):
+            missing = sorted(set(ports) - set(thresholds))
+            raise ConfigError(f"no marking threshold for {', '.join(missing[:5])}")
     if not obj.is_file():
         raise ConfigError(
             f"ECN marker {obj} not found: build it with `make bpf`, or use --queues droptail"
         )
-    threshold = mark_threshold_bytes() if mark_bytes is None else mark_bytes
     with _inside(netns):
-        return _load_and_attach(ports, threshold, obj)
+        return _load_and_attach(ports, thresholds, obj)
 
 
 @contextlib.contextmanager
@@ -116,7 +126,9 @@ def _inside(netns: str | None) -> Iterator[None]:
         os.close(target)
 
 
-def _load_and_attach(ports: Mapping[str, float], threshold: int, obj: Path) -> dict[str, int]:
+def _load_and_attach(
+    ports: Mapping[str, float], thresholds: Mapping[str, int], obj: Path
+) -> dict[str, int]:
     lib = libbpf()
     log_buf = ctypes.create_string_buffer(VERIFIER_LOG_BYTES)
     handle = open_object(obj, log_buf)
@@ -131,7 +143,7 @@ def _load_and_attach(ports: Mapping[str, float], threshold: int, obj: Path) -> d
         indexes = {dev: _ifindex(dev) for dev in ports}
         for dev, rate_bps in ports.items():
             key = ctypes.c_uint32(indexes[dev])
-            value = Port(rate_Bps=max(1, round(rate_bps / 8)), mark_bytes=threshold)
+            value = Port(rate_Bps=max(1, round(rate_bps / 8)), mark_bytes=thresholds[dev])
             _check(
                 lib.bpf_map_update_elem(map_fd, ctypes.byref(key), ctypes.byref(value), 0),
                 f"set the marker's rate for {dev}",
@@ -139,7 +151,8 @@ def _load_and_attach(ports: Mapping[str, float], threshold: int, obj: Path) -> d
             attach_egress(prog_fd, dev, indexes[dev], HANDLE, PRIORITY)
     finally:
         lib.bpf_object__close(handle)
-    log.info("ECN marking on %s above %d bytes", ", ".join(ports), threshold)
+    shown = ", ".join(f"{dev} above {thresholds[dev]} B" for dev in ports)
+    log.info("ECN marking on %s", shown)
     return indexes
 
 

@@ -51,6 +51,10 @@ from sdnmpi.formats.native import parse_json
 SCHEMA = "sdnmpi-trace/1"
 DEFAULT_MAX_PHASES = 256
 MAX_LINE_BYTES = 16 * 2**20
+#: The largest recorded integer (count, size, id) and the most bytes one call moves to
+#: one peer (count x type_bytes): 256 TiB, far above any real call and far below where
+#: the int64 sums of a phase could wrap.
+MAX_VALUE = 2**48
 _NAME_RE = re.compile(r"^sdnmpi-trace-(\d+)\.jsonl$")
 _KINDS = frozenset(
     {"send", "recv", "sendrecv", "coll", "collv", "comm_new", "comm_free", "init"}
@@ -184,7 +188,9 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     except OSError as exc:
         raise FormatError(f"{path}: cannot read: {exc.strerror}") from None
     with fh:
-        for lineno, raw in enumerate(fh, 1):
+        lineno = 0
+        while raw := fh.readline(MAX_LINE_BYTES + 1):  # never more than a line's limit
+            lineno += 1
             if len(raw) > MAX_LINE_BYTES:
                 raise FormatError(f"{path}:{lineno}: line longer than {MAX_LINE_BYTES} bytes")
             if not raw.strip():
@@ -198,30 +204,40 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def _int(obj: dict[str, Any], key: str, where: str, minimum: int = 0) -> int:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise FormatError(f"{where}: {key} must be an integer, got {value!r}")
+        raise FormatError(f"{where}: {key} must be an integer, got {_shown(value)}")
     if value < minimum:
         raise FormatError(f"{where}: {key} must be >= {minimum}, got {value}")
+    if value > MAX_VALUE:
+        raise FormatError(f"{where}: {key} must be <= 2**48, got {_shown(value)}")
     return value
+
+
+def _shown(value: Any) -> str:
+    """A value for an error message, cut short (a number may have thousands of digits)."""
+    text = (
+        repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "a huge integer"
+    )
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _num(obj: dict[str, Any], key: str, where: str) -> float:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise FormatError(f"{where}: {key} must be a finite number, got {value!r}")
+        raise FormatError(f"{where}: {key} must be a finite number, got {_shown(value)}")
     return float(value)
 
 
 def _str(obj: dict[str, Any], key: str, where: str) -> str:
     value = obj.get(key)
     if not isinstance(value, str):
-        raise FormatError(f"{where}: {key} must be a string, got {value!r}")
+        raise FormatError(f"{where}: {key} must be a string, got {_shown(value)}")
     return value
 
 
 def _header(path: Path, lineno: int, obj: dict[str, Any]) -> RankTrace:
     where = f"{path}:{lineno}"
     if obj.get("schema") != SCHEMA:
-        raise FormatError(f"{where}: schema must be {SCHEMA!r}, got {obj.get('schema')!r}")
+        raise FormatError(f"{where}: schema must be {SCHEMA!r}, got {_shown(obj.get('schema'))}")
     rank, nprocs = _int(obj, "rank", where), _int(obj, "nprocs", where, 1)
     match = _NAME_RE.match(path.name)
     if match and int(match.group(1)) != rank:
@@ -247,13 +263,15 @@ def _comms(value: Any, nprocs: int, where: str) -> dict[int, tuple[int, ...]]:
     out: dict[int, tuple[int, ...]] = {}
     for c in value:
         if not isinstance(c, dict) or not isinstance(c.get("ranks"), list):
-            raise FormatError(f"{where}: communicator entries need id and ranks, got {c!r}")
+            raise FormatError(f"{where}: communicator entries need id and ranks, got {_shown(c)}")
         cid = _int(c, "id", where)
         ranks = c["ranks"]
         if not ranks or any(
             isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < nprocs for r in ranks
         ):
-            raise FormatError(f"{where}: communicator {cid}: bad world ranks {ranks[:10]}")
+            raise FormatError(f"{where}: communicator {cid}: bad world ranks {_shown(ranks[:10])}")
+        if len(set(ranks)) != len(ranks):
+            raise FormatError(f"{where}: communicator {cid}: a world rank listed twice")
         if cid in out:
             raise FormatError(f"{where}: communicator id {cid} listed twice")
         out[cid] = tuple(ranks)
@@ -272,7 +290,9 @@ def _event(trace: RankTrace, where: str, obj: dict[str, Any]) -> dict[str, Any]:
     _str(obj, "call", where)
     kind = obj.get("kind")
     if kind not in _KINDS:
-        raise FormatError(f"{where}: unknown kind {kind!r} (valid: {', '.join(sorted(_KINDS))})")
+        raise FormatError(
+            f"{where}: unknown kind {_shown(kind)} (valid: {', '.join(sorted(_KINDS))})"
+        )
     _num(obj, "t_start", where)
     _num(obj, "t_end", where)
     if "comm" in obj and _int(obj, "comm", where) not in trace.comms:
@@ -308,6 +328,9 @@ def _collective(trace: RankTrace, obj: dict[str, Any], where: str) -> None:
         or any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts)
     ):
         raise FormatError(f"{where}: counts must be one non-negative integer per member")
+    largest = max([obj.get("count") or 0, *(counts or [])])
+    if largest * max(obj["type_bytes"], 1) > MAX_VALUE:
+        raise FormatError(f"{where}: more than 2**48 bytes in one call (count x type_bytes)")
 
 
 # -- expansion -----------------------------------------------------------------------

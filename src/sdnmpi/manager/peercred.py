@@ -36,9 +36,10 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sdnmpi.errors import ConfigError
 
@@ -132,28 +133,20 @@ def peer_credentials(conn: socket.socket) -> Peer:
     return Peer(pid, uid, gid)
 
 
-class CredentialProxy:
-    """Accept on a public Unix socket, splice each connection to the gRPC port."""
+class _Front:
+    """Accept connections and splice each to a loopback upstream port, within
+    :class:`Limits` counted per key (a uid, a source address); the subclasses say how
+    to listen, whose a connection is and how to refuse one."""
 
-    def __init__(
-        self,
-        path: str | Path,
-        upstream_port: int,
-        table: PeerTable,
-        *,
-        mode: int = 0o666,
-        rewrite: Callable[[Peer], Peer] | None = None,
-        limits: Limits | None = None,
-    ) -> None:
-        self.path = Path(path)
+    #: Names the front in log lines.
+    what = "proxy"
+
+    def __init__(self, upstream_port: int, limits: Limits | None = None) -> None:
         self.upstream = ("127.0.0.1", upstream_port)
-        self.table = table
-        self.mode = mode
-        self.rewrite = rewrite
         self.limits = limits or Limits()
-        self._server: socket.socket | None = None
+        self._servers: list[socket.socket] = []
         self._conns: set[socket.socket] = set()
-        self._open: Counter[int] = Counter()  # uid -> spliced connections
+        self._open: Counter[Hashable] = Counter()  # key -> spliced connections
         self._refusing = 0
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -163,33 +156,41 @@ class CredentialProxy:
         self.refused = 0
         self.accept_errors = 0
 
-    def start(self) -> None:
-        """Bind the socket (replacing a stale one) and accept in a thread."""
-        if self.path.exists() and not self.path.is_socket():
-            raise ConfigError(f"--socket {self.path} exists and is not a socket")
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.unlink(missing_ok=True)
-            server.bind(str(self.path))
-            os.chmod(self.path, self.mode)
-            server.listen(128)
-        except OSError as exc:
-            server.close()
-            raise ConfigError(
-                f"--socket {self.path}: cannot listen: {exc.strerror or exc}"
-            ) from None
-        self._server = server
-        self._spare = _open_spare()
-        threading.Thread(target=self._accept_loop, name="manager-proxy", daemon=True).start()
+    # -- the subclasses' parts ------------------------------------------------------------
 
-    def _accept_loop(self) -> None:
-        server = self._server
-        assert server is not None
+    def _bind(self) -> list[socket.socket]:
+        raise NotImplementedError
+
+    def _identify(self, conn: socket.socket, addr: Any) -> tuple[Hashable, str, bool, Any]:
+        """(the key limits count, how the key is named in a refusal, exempt from the
+        per-key limit, who it is for :meth:`_spliced`); OSError if the connection
+        cannot be identified."""
+        raise NotImplementedError
+
+    def _spliced(self, who: Any, up: socket.socket) -> Callable[[], None]:
+        """Record an upstream connection before any byte is forwarded; returns what
+        forgets it."""
+        return lambda: None
+
+    def _answer_refusal(self, conn: socket.socket, why: str) -> None:
+        """Tell a refused client why (before it is closed)."""
+
+    # -- accepting ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Listen and accept in a thread per listening socket."""
+        self._servers = self._bind()
+        self._spare = _open_spare()
+        for server in self._servers:
+            threading.Thread(
+                target=self._accept_loop, args=(server,), name=f"manager-{self.what}", daemon=True
+            ).start()
+
+    def _accept_loop(self, server: socket.socket) -> None:
         backoff = 0.0
         while not self._closed.is_set():
             try:
-                conn, _ = server.accept()
+                conn, addr = server.accept()
             except OSError as exc:
                 if self._closed.is_set():
                     return
@@ -198,20 +199,21 @@ class CredentialProxy:
                     continue
                 if exc.errno in _EXHAUSTED:
                     self._shed(server)
-                self._warn("accept", f"proxy: accept on {self.path} failed: {exc}; going on")
+                self._warn("accept", f"{self.what}: accept failed: {exc}; going on")
                 backoff = min(max(2 * backoff, 0.01), 1.0)
                 self._closed.wait(backoff)
                 continue
             backoff = 0.0
-            self._admit(conn)
+            self._admit(conn, addr)
 
     def _shed(self, server: socket.socket) -> None:
         """Out of descriptors: free the spare one, accept the waiting connection and
         close it (its client sees the connection closed, not a hang), take the spare
         back."""
-        if self._spare is not None:
-            os.close(self._spare)
-            self._spare = None
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            os.close(spare)
         with contextlib.suppress(OSError):
             server.setblocking(False)
             try:
@@ -219,49 +221,52 @@ class CredentialProxy:
                 conn.close()
             finally:
                 server.setblocking(True)
-        self._spare = _open_spare()
+        with self._lock:
+            if self._spare is None:
+                self._spare = _open_spare()
 
-    def _admit(self, conn: socket.socket) -> None:
+    def _admit(self, conn: socket.socket, addr: Any) -> None:
         """Splice ``conn`` if the limits allow it, else refuse it; never raises."""
         try:
-            peer = peer_credentials(conn)
-            if self.rewrite is not None:
-                peer = self.rewrite(peer)
+            key, named, exempt, who = self._identify(conn, addr)
         except OSError as exc:
-            self._warn("cred", f"proxy: cannot read a connection's credentials: {exc}")
+            self._warn("cred", f"{self.what}: cannot identify a connection: {exc}")
             conn.close()
             return
         with self._lock:
             total = sum(self._open.values())
             if total >= self.limits.connections:
                 why = f"the manager has {total} connections open (limit {self.limits.connections})"
-            elif peer.uid != 0 and self._open[peer.uid] >= self.limits.per_uid:
+            elif not exempt and self._open[key] >= self.limits.per_uid:
                 why = (
-                    f"uid {peer.uid} has {self._open[peer.uid]} connections open "
-                    f"(limit {self.limits.per_uid} per user)"
+                    f"{named} has {self._open[key]} connections open "
+                    f"(limit {self.limits.per_uid} per {self.per})"
                 )
             else:
                 why = ""
-                self._open[peer.uid] += 1
+                self._open[key] += 1
         if why:
             self._refuse(conn, why)
             return
         try:
-            threading.Thread(target=self._serve, args=(conn, peer), daemon=True).start()
+            threading.Thread(target=self._serve, args=(conn, key, who), daemon=True).start()
         except RuntimeError as exc:  # no thread to be had
-            self._warn("thread", f"proxy: cannot serve a connection: {exc}")
-            self._release(peer)
+            self._warn("thread", f"{self.what}: cannot serve a connection: {exc}")
+            self._release(key)
             conn.close()
 
-    def _release(self, peer: Peer) -> None:
+    #: What the per-key limit is per, in a refusal.
+    per = "user"
+
+    def _release(self, key: Hashable) -> None:
         with self._lock:
-            self._open[peer.uid] -= 1
-            if self._open[peer.uid] <= 0:
-                del self._open[peer.uid]
+            self._open[key] -= 1
+            if self._open[key] <= 0:
+                del self._open[key]
 
     def _refuse(self, conn: socket.socket, why: str) -> None:
         self.refused += 1
-        self._warn("refuse", f"proxy: refused a connection: {why}")
+        self._warn("refuse", f"{self.what}: refused a connection: {why}")
         with self._lock:
             answer = self._refusing < _MAX_REFUSING
             self._refusing += answer
@@ -271,7 +276,7 @@ class CredentialProxy:
 
         def run() -> None:
             try:
-                refuse(conn, f"sdnmpi manager: {why}; close some of your connections")
+                self._answer_refusal(conn, why)
             finally:
                 conn.close()
                 with self._lock:
@@ -292,32 +297,31 @@ class CredentialProxy:
             self._last_warning[key] = now
             log.warning("%s", message)
 
-    def _serve(self, conn: socket.socket, peer: Peer) -> None:
+    def _serve(self, conn: socket.socket, key: Hashable, who: Any) -> None:
         try:
             try:
                 up = socket.create_connection(self.upstream, timeout=5.0)
                 up.settimeout(None)
             except OSError as exc:
-                self._warn("upstream", f"proxy: cannot serve a connection: {exc}")
+                self._warn("upstream", f"{self.what}: cannot serve a connection: {exc}")
                 conn.close()
                 return
-            port = int(up.getsockname()[1])
-            self.table.add(port, peer)
+            forget = self._spliced(who, up)
             with self._lock:
                 self._conns.update((conn, up))
             try:
                 self._splice(conn, up)
             finally:
-                self.table.remove(port)
+                forget()
                 with self._lock:
                     self._conns.difference_update((conn, up))
                 conn.close()
                 up.close()
         finally:
-            self._release(peer)
+            self._release(key)
 
-    def open_connections(self) -> dict[int, int]:
-        """uid -> connections spliced now."""
+    def open_connections(self) -> dict[Hashable, int]:
+        """key (uid, source address) -> connections spliced now."""
         with self._lock:
             return dict(self._open)
 
@@ -328,22 +332,146 @@ class CredentialProxy:
         back.join()
 
     def stop(self) -> None:
-        """Stop accepting, drop every spliced connection, remove the socket file."""
+        """Stop accepting and drop every spliced connection."""
         self._closed.set()
-        if self._server is not None:
+        for server in self._servers:
             with contextlib.suppress(OSError):
-                self._server.shutdown(socket.SHUT_RDWR)  # wakes the accept loop
-            self._server.close()
-            self.path.unlink(missing_ok=True)
-        if self._spare is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._spare)
-            self._spare = None
+                server.shutdown(socket.SHUT_RDWR)  # wakes the accept loop
+            server.close()
         with self._lock:
+            spare, self._spare = self._spare, None
             conns = list(self._conns)
+        if spare is not None:
+            with contextlib.suppress(OSError):
+                os.close(spare)
         for c in conns:
             with contextlib.suppress(OSError):
                 c.shutdown(socket.SHUT_RDWR)
+
+
+class CredentialProxy(_Front):
+    """Accept on a public Unix socket, splice each connection to the gRPC port; limits
+    per uid (root only counts against the total)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        upstream_port: int,
+        table: PeerTable,
+        *,
+        mode: int = 0o666,
+        rewrite: Callable[[Peer], Peer] | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        super().__init__(upstream_port, limits)
+        self.path = Path(path)
+        self.table = table
+        self.mode = mode
+        self.rewrite = rewrite
+
+    def _bind(self) -> list[socket.socket]:
+        """Bind the socket (replacing a stale one)."""
+        if self.path.exists() and not self.path.is_socket():
+            raise ConfigError(f"--socket {self.path} exists and is not a socket")
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.unlink(missing_ok=True)
+            server.bind(str(self.path))
+            os.chmod(self.path, self.mode)
+            server.listen(128)
+        except OSError as exc:
+            server.close()
+            raise ConfigError(
+                f"--socket {self.path}: cannot listen: {exc.strerror or exc}"
+            ) from None
+        return [server]
+
+    def _identify(self, conn: socket.socket, addr: Any) -> tuple[Hashable, str, bool, Any]:
+        peer = peer_credentials(conn)
+        if self.rewrite is not None:
+            peer = self.rewrite(peer)
+        return peer.uid, f"uid {peer.uid}", peer.uid == 0, peer
+
+    def _spliced(self, who: Any, up: socket.socket) -> Callable[[], None]:
+        port = int(up.getsockname()[1])
+        self.table.add(port, who)
+        return lambda: self.table.remove(port)
+
+    def _answer_refusal(self, conn: socket.socket, why: str) -> None:
+        refuse(conn, f"sdnmpi manager: {why}; close some of your connections")
+
+    def stop(self) -> None:
+        """Stop accepting, drop every spliced connection, remove the socket file."""
+        super().stop()
+        if self._servers:
+            self.path.unlink(missing_ok=True)
+
+
+class AddressFront(_Front):
+    """The TLS port's front (``--tcp HOST:PORT``): accept TCP, splice each connection
+    to the TLS gRPC server on loopback, at most :attr:`Limits.per_uid` connections per
+    source address and :attr:`Limits.connections` in all.  A caller's token is inside
+    TLS, so before it the address is all there is to count by; a refused connection is
+    closed (a TLS client cannot read a plain answer)."""
+
+    what = "tls-front"
+    per = "address"
+
+    def __init__(self, address: str, upstream_port: int, limits: Limits | None = None) -> None:
+        super().__init__(upstream_port, limits)
+        self.address = address
+        #: The port listened on (once started; ``--tcp HOST:0`` picks one).
+        self.port: int | None = None
+
+    def _bind(self) -> list[socket.socket]:
+        host, port = split_address(self.address)
+        try:
+            infos = socket.getaddrinfo(
+                host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+        except socket.gaierror as exc:
+            raise ConfigError(f"--tcp {self.address}: {exc.strerror}") from None
+        servers: list[socket.socket] = []
+        bound_port = port
+        try:
+            for family, kind, proto, _, sockaddr in dict.fromkeys(
+                (i[0], i[1], i[2], "", i[4][:2]) for i in infos
+            ):
+                server = socket.socket(family, kind, proto)
+                servers.append(server)
+                server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    server.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                server.bind((sockaddr[0], bound_port))
+                bound_port = int(server.getsockname()[1])  # port 0: the same one for all
+                server.listen(128)
+        except OSError as exc:
+            for server in servers:
+                server.close()
+            raise ConfigError(
+                f"--tcp {self.address}: cannot listen: {exc.strerror or exc}"
+            ) from None
+        self.port = bound_port
+        return servers
+
+    def _identify(self, conn: socket.socket, addr: Any) -> tuple[Hashable, str, bool, Any]:
+        source = str(addr[0]) if isinstance(addr, tuple) and addr else "?"
+        return source, f"address {source}", False, source
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[V6]:PORT``) as (host, port); ConfigError if it is not one.
+
+    >>> split_address("localhost:50051"), split_address("[::1]:0"), split_address(":7")
+    (('localhost', 50051), ('::1', 0), ('', 7))
+    """
+    host, sep, port = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not (port.isascii() and port.isdigit()) or len(port) > 5 or int(port) > 65535:
+        raise ConfigError(f"--tcp {address!r}: want HOST:PORT")
+    return host, int(port)
 
 
 def _pump(src: socket.socket, dst: socket.socket) -> None:
@@ -384,7 +512,7 @@ def raise_nofile(limits: Limits, reserve: int = 256) -> int:
 
 
 def _open_spare() -> int | None:
-    """A descriptor held in reserve for :meth:`CredentialProxy._shed`."""
+    """A descriptor held in reserve for :meth:`_Front._shed`."""
     try:
         return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:

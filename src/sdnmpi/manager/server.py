@@ -36,7 +36,14 @@ from sdnmpi.manager.grpcapi import (
     WaitSlots,
 )
 from sdnmpi.manager.model import Caller
-from sdnmpi.manager.peercred import CredentialProxy, Limits, Peer, PeerTable, raise_nofile
+from sdnmpi.manager.peercred import (
+    AddressFront,
+    CredentialProxy,
+    Limits,
+    Peer,
+    PeerTable,
+    raise_nofile,
+)
 from sdnmpi.manager.service import ManagerService
 from sdnmpi.wire import manager_pb2_grpc as pb_grpc
 
@@ -121,6 +128,7 @@ class ManagerServer:
         self.rewrite = rewrite
         self._servers: list[Any] = []
         self._proxies: list[CredentialProxy] = []
+        self._fronts: list[AddressFront] = []
         self._stopping = threading.Event()
         self.port = 0
 
@@ -170,6 +178,11 @@ class ManagerServer:
         """The proxy of socket ``path``."""
         return next(p for p in self._proxies if p.path == Path(path))
 
+    @property
+    def tls_front(self) -> AddressFront | None:
+        """The TLS port's front, if ``--tcp`` was given and the server started."""
+        return self._fronts[0] if self._fronts else None
+
     def _start_tls(self, tls: TlsListener) -> None:
         tokens = load_tokens(tls.token_file)
         try:
@@ -177,14 +190,17 @@ class ManagerServer:
         except OSError as exc:
             raise ConfigError(f"TLS certificate or key: {exc}") from None
         server = self._grpc_server(TokenIdentity(tokens))
-        try:
-            bound = server.add_secure_port(tls.address, creds)
+        try:  # on loopback: callers come through the front, which counts them
+            bound = server.add_secure_port("127.0.0.1:0", creds)
         except RuntimeError as exc:
-            raise ConfigError(f"--tcp {tls.address}: cannot listen: {exc}") from None
+            raise ConfigError(f"TLS server: cannot listen on loopback: {exc}") from None
         if not bound:
-            raise ConfigError(f"--tcp {tls.address}: cannot listen")
+            raise ConfigError("TLS server: cannot listen on loopback")
         server.start()
         self._servers.append(server)
+        front = AddressFront(tls.address, bound, self.limits)
+        front.start()
+        self._fronts.append(front)
         log.info("manager listening on %s (TLS, tokens)", tls.address)
 
     def reconcile(self) -> None:
@@ -203,8 +219,8 @@ class ManagerServer:
     def stop(self, grace_s: float = 5.0) -> None:
         """Stop listening; calls in flight get ``grace_s`` to finish."""
         self._stopping.set()
-        for proxy in self._proxies:
-            proxy.stop()
+        for front in [*self._proxies, *self._fronts]:
+            front.stop()
         events = [s.stop(grace_s) for s in self._servers]
         for ev in events:
             ev.wait(grace_s + 1)

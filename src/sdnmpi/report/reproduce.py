@@ -455,7 +455,9 @@ def _provenance(meta: Mapping[str, Any]) -> list[str]:
     fabric = meta.get("fabric")
     if isinstance(fabric, Mapping):
         out.append(
-            f"- Emulated fabric: switch queues {fabric.get('queues', '?')}, TCP "
+            f"- Emulated fabric: switch queues {fabric.get('queues', '?')}"
+            + (f" ({fabric['marking']})" if fabric.get("marking") else "")
+            + ", TCP "
             f'{fabric.get("tcp_congestion", "?")} (docs/emulator-fidelity.md, "Queues")'
         )
     cal = meta.get("calibration")

@@ -43,6 +43,7 @@ from types import FrameType
 from typing import Any
 
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT, DEFAULT_TCP_CONGESTION
+from sdnmpi.emu.queues import describe as describe_queues
 from sdnmpi.emu.queues import queues_in_use
 from sdnmpi.emu.runner import FABRIC_LOCK, fabric_lock
 from sdnmpi.errors import ConfigError, FormatError, SdnMpiError
@@ -605,7 +606,11 @@ def base_meta(options: Options) -> dict[str, Any]:
             "python": platform.python_version(),
         },
         "git": git_info(options.repo),
-        "fabric": {"queues": queues_in_use(), "tcp_congestion": DEFAULT_TCP_CONGESTION},
+        "fabric": {
+            "queues": queues_in_use(),
+            "marking": describe_queues(queues_in_use()),
+            "tcp_congestion": DEFAULT_TCP_CONGESTION,
+        },
         "timeout_s": options.timeout_s,
         "experiments": [],
         "cleanup": [],

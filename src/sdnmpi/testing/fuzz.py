@@ -2,7 +2,8 @@
 
 Each :class:`Target` is a parser as users reach it (the manager's pattern decoder
 for every upload format, the topology and host-file readers, the controller's API
-request parser) with a few valid seeds.  :func:`mutate` derives inputs from the
+request parser, the node agents' reports to the tag service, the PMPI trace and
+replay readers) with a few valid seeds.  :func:`mutate` derives inputs from the
 seeds (bit flips, cuts, repeats, and splices of tokens that broke parsers before:
 numbers beyond 64 bits, ``1.0e999``, deep nesting, unknown XML encodings, invalid
 UTF-8).  :func:`check` runs one input: the parser may accept it or refuse it with
@@ -203,6 +204,89 @@ def _controller_api(data: bytes) -> object:
     return parse_request(data)
 
 
+def _tag_service(data: bytes) -> object:
+    """Agents' reports, one JSON object per line, to a fresh tag service on a discovered
+    fabric (the controller's dispatch: an object whose ``op`` is a tag op)."""
+    from sdnmpi.controller import Planner, PlannerConfig
+    from sdnmpi.controller.oskenapp import request_object
+    from sdnmpi.controller.tagservice import TAG_OPS, TagService
+    from sdnmpi.core.generators import leaf_spine
+    from sdnmpi.testing.discovery import discover
+
+    topo = leaf_spine(2, 2, 2)
+    planner = Planner(topo, PlannerConfig(router="dmodk"))
+    discover(planner, topo)
+    service = TagService(planner)
+    replies = []
+    for line in data.split(b"\n")[:64]:
+        req = request_object(line)
+        if req is None or not isinstance(req.get("op"), str) or req["op"] not in TAG_OPS:
+            continue
+        try:
+            replies.append(service.handle(req)[0])
+        except SdnMpiError:
+            continue  # refused: the next report goes to the same service
+    return replies
+
+
+def _sdnmpi_trace(data: bytes) -> object:
+    """A directory of PMPI rank files: the input's parts split at ``\\x1e`` (record
+    separator), one ``sdnmpi-trace-<i>.jsonl`` each."""
+    from sdnmpi.formats.sdnmpitrace import load_sdnmpi_trace
+
+    with tempfile.TemporaryDirectory(prefix="sdnmpi-fuzz-") as tmp:
+        for i, part in enumerate(data.split(b"\x1e")[:16]):
+            (Path(tmp) / f"sdnmpi-trace-{i}.jsonl").write_bytes(part)
+        return load_sdnmpi_trace(tmp)
+
+
+def _replay(data: bytes) -> object:
+    from sdnmpi.formats import replay
+
+    return replay.loads(data)
+
+
+def _tag_requests() -> bytes:
+    coll = {"name": "bcast", "root": 0, "count": 1 << 20, "type_bytes": 1, "comm": None}
+    reqs: list[dict[str, object]] = [
+        {"op": "tag_collectives", "job": "42", "collectives": [coll]},
+        *({"op": "tag_join", "job": "42", "rank": r, "nprocs": 4, "host": f"h{r + 1}"}
+          for r in range(4)),
+        {"op": "tag_conn", "job": "42", "rank": 0, "local": "10.0.0.1:5000",
+         "remote": "10.0.0.2:6000"},
+        {"op": "tag_push", "job": "42", "collective": {**coll, "name": "allreduce"}},
+        *({"op": "tag_leave", "job": "42", "rank": r} for r in range(4)),
+    ]  # fmt: skip
+    return b"\n".join(json.dumps(r).encode() for r in reqs)
+
+
+def _trace_files() -> bytes:
+    """Two PMPI rank files (docs/trace-format.md): a send each way and an allreduce."""
+
+    def rank(r: int) -> bytes:
+        head = {
+            "schema": "sdnmpi-trace/1", "rank": r, "nprocs": 2, "host": f"h{r + 1}",
+            "pid": 100 + r, "mpi_library": "Open MPI v4.1.4", "job": "j", "t0_wall": 1000.0,
+            "modes": "profile", "n_events": 2, "dropped_events": 0,
+            "communicators": [{"id": 0, "ranks": [0, 1]}, {"id": 1, "ranks": [r]}],
+        }  # fmt: skip
+        send = {"call": "MPI_Send", "kind": "send", "t_start": 0.1, "t_end": 0.2, "comm": 0,
+                "peer": 1 - r, "tag": 0, "count": 4096, "type_bytes": 1, "bytes": 4096}  # fmt: skip
+        coll = {"call": "MPI_Allreduce", "kind": "coll", "t_start": 0.3, "t_end": 0.4,
+                "comm": 0, "coll": "allreduce", "count": 1024, "type_bytes": 8,
+                "bytes": 8192}  # fmt: skip
+        return b"\n".join(json.dumps(o).encode() for o in (head, send, coll)) + b"\n"
+
+    return rank(0) + b"\x1e" + rank(1)
+
+
+def _replay_seed() -> bytes:
+    from sdnmpi.core import workloads
+    from sdnmpi.formats import replay
+
+    return replay.dumps(workloads.build("allreduce:nprocs=4,bytes=1048576")).encode()
+
+
 def _pattern_json() -> bytes:
     from sdnmpi.core import workloads
     from sdnmpi.formats import native
@@ -274,6 +358,9 @@ def targets() -> list[Target]:
         Target("topology-graphml", _topology(".graphml"), (graphml.dump_graphml(topo).encode(),)),
         Target("hostfile", _hostfile, (b"h1 slots=2\nh2 slots=2\n# c\nh3\nh4 slots=4\n",)),
         Target("controller-api", _controller_api, api),
+        Target("tag-service", _tag_service, (_tag_requests(),)),
+        Target("sdnmpi-trace", _sdnmpi_trace, (_trace_files(),)),
+        Target("replay", _replay, (_replay_seed(),)),
     ]
 
 
