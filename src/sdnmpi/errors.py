@@ -7,6 +7,8 @@ Messages name the offending value and, where known, where it came from.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SdnMpiError(Exception):
     """Root of all sdnmpi errors."""
@@ -34,3 +36,15 @@ class RoutingError(SdnMpiError):
 
 class StoreError(SdnMpiError):
     """A persistent store that is unavailable or inconsistent."""
+
+
+def quoted(value: Any, limit: int = 80) -> str:
+    """``value`` as an error message quotes an untrusted input: its ``repr`` cut to
+    ``limit`` characters, a huge integer named rather than printed.
+
+    >>> quoted("x" * 100, 10), quoted(10**300)
+    ("'xxxxxx...", 'a huge integer')
+    """
+    huge = isinstance(value, int) and value.bit_length() >= 200
+    text = "a huge integer" if huge else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

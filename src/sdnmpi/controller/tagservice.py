@@ -32,7 +32,7 @@ from sdnmpi.controller.flows import Message
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.primitives.base import Collective
 from sdnmpi.controller.taghub import TaggedJob, TagHub
-from sdnmpi.errors import ConfigError, RoutingError
+from sdnmpi.errors import ConfigError, RoutingError, quoted
 from sdnmpi.node.procnet import Endpoint
 
 TAG_OPS: dict[str, set[str]] = {
@@ -206,23 +206,23 @@ def _collective_dict(coll: Collective) -> dict[str, Any]:
 def _text(req: dict[str, Any], key: str) -> str:
     value = req[key]
     if not isinstance(value, str) or not value or len(value) > 64:
-        raise ConfigError(f"{key} must be a string of 1..64 characters, got {_shown(value)}")
+        raise ConfigError(f"{key} must be a string of 1..64 characters, got {quoted(value)}")
     return value
 
 
 def _int(req: dict[str, Any], key: str) -> int:
     value = req[key]
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{key} must be an integer, got {_shown(value)}")
+        raise ConfigError(f"{key} must be an integer, got {quoted(value)}")
     return value
 
 
 def _endpoint(text: Any) -> Endpoint:
     if not isinstance(text, str) or text.count(":") != 1:
-        raise ConfigError(f"endpoint {_shown(text)}: want 'IP:PORT'")
+        raise ConfigError(f"endpoint {quoted(text)}: want 'IP:PORT'")
     ip, port = text.split(":")
     if not (port.isascii() and port.isdigit() and len(port) <= 5) or int(port) > 65535:
-        raise ConfigError(f"endpoint {_shown(text)}: bad port")
+        raise ConfigError(f"endpoint {quoted(text)}: bad port")
     return Endpoint(ip, int(port))
 
 
@@ -237,16 +237,16 @@ MAX_COMM_RANKS = 4096
 def _collective(obj: Any) -> Collective:
     if not isinstance(obj, dict) or not set(obj) <= _COLLECTIVE_KEYS or "name" not in obj:
         raise ConfigError(
-            f"collective {_shown(obj)}: want an object with name and {sorted(_COLLECTIVE_KEYS)}"
+            f"collective {quoted(obj)}: want an object with name and {sorted(_COLLECTIVE_KEYS)}"
         )
     ints = {k: obj[k] for k in ("root", "count", "type_bytes") if k in obj}
     if any(not _is_int(v) or not 0 <= v <= MAX_COLLECTIVE_BYTES for v in ints.values()):
         raise ConfigError(
-            f"collective {_shown(obj)}: root, count, type_bytes must be integers "
+            f"collective {quoted(obj)}: root, count, type_bytes must be integers "
             f"0..{MAX_COLLECTIVE_BYTES}"
         )
     if ints.get("count", 0) * ints.get("type_bytes", 1) > MAX_COLLECTIVE_BYTES:
-        raise ConfigError(f"collective {_shown(obj)}: more than 2**48 bytes (count x type_bytes)")
+        raise ConfigError(f"collective {quoted(obj)}: more than 2**48 bytes (count x type_bytes)")
     comm = obj.get("comm")
     if comm is not None and (
         not isinstance(comm, list)
@@ -254,20 +254,13 @@ def _collective(obj: Any) -> Collective:
         or not all(_is_int(r) and 0 <= r < MAX_COMM_RANKS for r in comm)
     ):
         raise ConfigError(
-            f"collective {_shown(obj)}: comm must be null or a list of world ranks "
+            f"collective {quoted(obj)}: comm must be null or a list of world ranks "
             f"(at most {MAX_COMM_RANKS}, each below it)"
         )
     try:
         return Collective(obj["name"], comm=tuple(comm) if comm is not None else None, **ints)
     except RoutingError as exc:  # an unknown collective name
-        raise ConfigError(f"collective {_shown(obj)}: {exc}") from None
-
-
-def _shown(value: Any) -> str:
-    """A request value for an error message, cut short (the request's JSON has no
-    integer beyond 4300 digits, so ``repr`` does not fail)."""
-    text = repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."
+        raise ConfigError(f"collective {quoted(obj)}: {exc}") from None
 
 
 def _is_int(v: Any) -> bool:

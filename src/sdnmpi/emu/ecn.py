@@ -78,13 +78,13 @@ class Port(ctypes.Structure):
 
 def attach(
     ports: Mapping[str, float],
-    mark_bytes: int | Mapping[str, int] | None = None,
+    mark_bytes: Mapping[str, int] | None = None,
     obj: Path = OBJECT,
     netns: str | None = None,
 ) -> dict[str, int]:
     """Mark on ``ports`` (device name -> shaped rate in bit/s) of network namespace
-    ``netns`` (``ip netns`` name; None: this thread's), above ``mark_bytes`` (one
-    threshold, or one per device; None: :func:`mark_threshold_bytes`).
+    ``netns`` (``ip netns`` name; None: this thread's), above ``mark_bytes`` (device
+    -> threshold; None: :func:`mark_threshold_bytes` for every device).
 
     Each call loads its own program and map (keys are ifindexes, which are unique
     only within a namespace).  Returns each device's ifindex.  Raises
@@ -94,14 +94,10 @@ def attach(
     """
     if len(ports) > MAX_PORTS:
         raise ConfigError(f"{len(ports)} ports to mark; the marker holds {MAX_PORTS}")
-    if mark_bytes is None or isinstance(mark_bytes, int):
-        one = mark_threshold_bytes() if mark_bytes is None else mark_bytes
-        thresholds = dict.fromkeys(ports, one)
-    else:
-        thresholds = {dev: mark_bytes[dev] for dev in ports if dev in mark_bytes}
-        if len(thresholds) != len(ports):
-            missing = sorted(set(ports) - set(thresholds))
-            raise ConfigError(f"no marking threshold for {', '.join(missing[:5])}")
+    thresholds = dict(mark_bytes or dict.fromkeys(ports, mark_threshold_bytes()))
+    missing = sorted(set(ports) - set(thresholds))
+    if missing:
+        raise ConfigError(f"no marking threshold for {', '.join(missing[:5])}")
     if not obj.is_file():
         raise ConfigError(
             f"ECN marker {obj} not found: build it with `make bpf`, or use --queues droptail"

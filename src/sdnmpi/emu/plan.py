@@ -44,7 +44,9 @@ from sdnmpi.core.topology import Topology
 from sdnmpi.emu.queues import (
     DEFAULT_QUEUES,
     QUEUE_MODES,
+    hosts_rto_min_s,
     rto_min_supported,
+    switch_mark_bytes,
     tcp_rto_min_s,
 )
 from sdnmpi.errors import ConfigError, TopologyError
@@ -222,6 +224,12 @@ class FabricPlan:
     def switch_ports(self) -> dict[str, float]:
         """The switches' ports (their root-namespace veth ends) and their shaped rates."""
         return {e.dev: ln.rate_bps for ln in self.links for e in (ln.a, ln.b) if e.netns is None}
+
+    def switch_marks(self) -> dict[str, int]:
+        """Each switch port's ECN threshold (``--queues ecn``): what it drains in a share
+        of the timer floor the hosts run with (:func:`switch_mark_bytes`)."""
+        floor = hosts_rto_min_s(self.link_scale, rto_min_supported())
+        return {dev: switch_mark_bytes(rate, floor) for dev, rate in self.switch_ports().items()}
 
     def host_ports(self, host: HostPlan) -> dict[str, float]:
         """``host``'s interfaces (in its namespace) and their shaped rates."""

@@ -37,12 +37,7 @@ from sdnmpi.emu.plan import (
     Step,
     make_plan,
 )
-from sdnmpi.emu.queues import (
-    DEFAULT_QUEUES,
-    hosts_rto_min_s,
-    rto_min_supported,
-    switch_mark_bytes,
-)
+from sdnmpi.emu.queues import DEFAULT_QUEUES
 from sdnmpi.emu.state import FabricState, load_state, save_state
 from sdnmpi.errors import ConfigError, SdnMpiError
 
@@ -224,9 +219,7 @@ def up(
                 save_state(state)
             _run_step(step, plan.ovs_env())
         if plan.queues == "ecn":  # the ports exist now; deleting them removes the marker
-            floor = hosts_rto_min_s(plan.link_scale, rto_min_supported())
-            ports = plan.switch_ports()
-            ecn.attach(ports, {dev: switch_mark_bytes(rate, floor) for dev, rate in ports.items()})
+            ecn.attach(plan.switch_ports(), plan.switch_marks())
             for h in plan.hosts:  # a host's own backlog is kept short (20 frames)
                 ecn.attach(plan.host_ports(h), netns=h.netns)
     except BaseException:

@@ -45,7 +45,7 @@ import numpy as np
 
 from sdnmpi.core.collectives import COLLECTIVES, ROOTED, expand
 from sdnmpi.core.pattern import Pattern, Phase
-from sdnmpi.errors import FormatError, PatternError
+from sdnmpi.errors import FormatError, PatternError, quoted
 from sdnmpi.formats.native import parse_json
 
 SCHEMA = "sdnmpi-trace/1"
@@ -204,40 +204,32 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def _int(obj: dict[str, Any], key: str, where: str, minimum: int = 0) -> int:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise FormatError(f"{where}: {key} must be an integer, got {_shown(value)}")
+        raise FormatError(f"{where}: {key} must be an integer, got {quoted(value)}")
     if value < minimum:
         raise FormatError(f"{where}: {key} must be >= {minimum}, got {value}")
     if value > MAX_VALUE:
-        raise FormatError(f"{where}: {key} must be <= 2**48, got {_shown(value)}")
+        raise FormatError(f"{where}: {key} must be <= 2**48, got {quoted(value)}")
     return value
-
-
-def _shown(value: Any) -> str:
-    """A value for an error message, cut short (a number may have thousands of digits)."""
-    text = (
-        repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "a huge integer"
-    )
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _num(obj: dict[str, Any], key: str, where: str) -> float:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise FormatError(f"{where}: {key} must be a finite number, got {_shown(value)}")
+        raise FormatError(f"{where}: {key} must be a finite number, got {quoted(value)}")
     return float(value)
 
 
 def _str(obj: dict[str, Any], key: str, where: str) -> str:
     value = obj.get(key)
     if not isinstance(value, str):
-        raise FormatError(f"{where}: {key} must be a string, got {_shown(value)}")
+        raise FormatError(f"{where}: {key} must be a string, got {quoted(value)}")
     return value
 
 
 def _header(path: Path, lineno: int, obj: dict[str, Any]) -> RankTrace:
     where = f"{path}:{lineno}"
     if obj.get("schema") != SCHEMA:
-        raise FormatError(f"{where}: schema must be {SCHEMA!r}, got {_shown(obj.get('schema'))}")
+        raise FormatError(f"{where}: schema must be {SCHEMA!r}, got {quoted(obj.get('schema'))}")
     rank, nprocs = _int(obj, "rank", where), _int(obj, "nprocs", where, 1)
     match = _NAME_RE.match(path.name)
     if match and int(match.group(1)) != rank:
@@ -263,13 +255,13 @@ def _comms(value: Any, nprocs: int, where: str) -> dict[int, tuple[int, ...]]:
     out: dict[int, tuple[int, ...]] = {}
     for c in value:
         if not isinstance(c, dict) or not isinstance(c.get("ranks"), list):
-            raise FormatError(f"{where}: communicator entries need id and ranks, got {_shown(c)}")
+            raise FormatError(f"{where}: communicator entries need id and ranks, got {quoted(c)}")
         cid = _int(c, "id", where)
         ranks = c["ranks"]
         if not ranks or any(
             isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < nprocs for r in ranks
         ):
-            raise FormatError(f"{where}: communicator {cid}: bad world ranks {_shown(ranks[:10])}")
+            raise FormatError(f"{where}: communicator {cid}: bad world ranks {quoted(ranks[:10])}")
         if len(set(ranks)) != len(ranks):
             raise FormatError(f"{where}: communicator {cid}: a world rank listed twice")
         if cid in out:
@@ -291,7 +283,7 @@ def _event(trace: RankTrace, where: str, obj: dict[str, Any]) -> dict[str, Any]:
     kind = obj.get("kind")
     if kind not in _KINDS:
         raise FormatError(
-            f"{where}: unknown kind {_shown(kind)} (valid: {', '.join(sorted(_KINDS))})"
+            f"{where}: unknown kind {quoted(kind)} (valid: {', '.join(sorted(_KINDS))})"
         )
     _num(obj, "t_start", where)
     _num(obj, "t_end", where)

@@ -140,6 +140,8 @@ class _Front:
 
     #: Names the front in log lines.
     what = "proxy"
+    #: What the per-key limit is per, in a refusal.
+    per = "user"
 
     def __init__(self, upstream_port: int, limits: Limits | None = None) -> None:
         self.upstream = ("127.0.0.1", upstream_port)
@@ -254,9 +256,6 @@ class _Front:
             self._warn("thread", f"{self.what}: cannot serve a connection: {exc}")
             self._release(key)
             conn.close()
-
-    #: What the per-key limit is per, in a refusal.
-    per = "user"
 
     def _release(self, key: Hashable) -> None:
         with self._lock:
@@ -435,15 +434,13 @@ class AddressFront(_Front):
         servers: list[socket.socket] = []
         bound_port = port
         try:
-            for family, kind, proto, _, sockaddr in dict.fromkeys(
-                (i[0], i[1], i[2], "", i[4][:2]) for i in infos
-            ):
-                server = socket.socket(family, kind, proto)
+            for family, ip in dict.fromkeys((i[0], i[4][0]) for i in infos):
+                server = socket.socket(family, socket.SOCK_STREAM)
                 servers.append(server)
                 server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 if family == socket.AF_INET6:
                     server.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                server.bind((sockaddr[0], bound_port))
+                server.bind((ip, bound_port))
                 bound_port = int(server.getsockname()[1])  # port 0: the same one for all
                 server.listen(128)
         except OSError as exc:
