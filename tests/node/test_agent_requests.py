@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import pytest
 
-from sdnmpi.node.agent import Agent, AgentConfig, ControllerHub, LocalHub
+from sdnmpi.node.agent import Agent, AgentConfig, ControllerHub, LocalHub, connect_unix
 from sdnmpi.node.bpf import ConnContext, Counters, FourTuple, Tagger
 from sdnmpi.node.procnet import Endpoint
 
@@ -147,6 +147,75 @@ def test_controller_hub_speaks_the_tag_ops(tmp_path: Path) -> None:
          "remote": "10.0.0.1:50000"},
         {"op": "tag_leave", "job": "7", "rank": 1},
     ]  # fmt: skip
+
+
+def _full_listener(path: Path) -> tuple[socket.socket, list[socket.socket]]:
+    """A Unix listener whose queue of pending connections is full, and the pending ones."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(0)
+    pending: list[socket.socket] = []
+    while True:
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.setblocking(False)
+        try:
+            client.connect(str(path))
+        except BlockingIOError:
+            client.close()
+            return server, pending
+        pending.append(client)
+
+
+def test_a_connect_to_a_full_listener_waits_for_room(tmp_path: Path) -> None:
+    """A listener with every pending slot taken refuses a Unix connect with EAGAIN (16
+    agents connecting at once to the controller's backlog of 8: their ranks ran
+    untagged); the connect is tried again, here as soon as the listener accepts one."""
+    path = tmp_path / "busy.sock"
+    server, pending = _full_listener(path)
+    accepted: list[socket.socket] = []
+
+    def accept_one(_pause: float) -> None:
+        accepted.append(server.accept()[0])
+
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as single:
+            single.settimeout(5.0)  # as the hub's: the kernel refuses rather than waits
+            with pytest.raises(BlockingIOError):
+                single.connect(str(path))
+        sock = connect_unix(path, 5.0, sleep=accept_one)
+        sock.close()
+        assert len(accepted) == 1
+    finally:
+        for s in [server, *pending, *accepted]:
+            s.close()
+
+
+def test_a_connect_to_a_full_listener_gives_up_at_its_deadline(tmp_path: Path) -> None:
+    path = tmp_path / "busy.sock"
+    server, pending = _full_listener(path)
+    now = [0.0]
+    pauses: list[float] = []
+
+    def sleep(pause: float) -> None:
+        pauses.append(pause)
+        now[0] += pause
+
+    try:
+        with pytest.raises(BlockingIOError):
+            connect_unix(path, 1.0, clock=lambda: now[0], sleep=sleep)
+    finally:
+        for s in [server, *pending]:
+            s.close()
+    assert now[0] <= 1.0 and len(pauses) > 3  # backed off, never past the deadline
+    assert max(pauses) == 0.2 and pauses == sorted(pauses)
+
+
+def test_a_connect_to_a_missing_socket_fails_at_once(tmp_path: Path) -> None:
+    def no_sleep(_pause: float) -> None:
+        raise AssertionError("a missing socket is not retried")
+
+    with pytest.raises(FileNotFoundError):
+        connect_unix(tmp_path / "nobody.sock", 5.0, sleep=no_sleep)
 
 
 def test_an_idle_agent_does_not_scan_until_a_rank_registers(

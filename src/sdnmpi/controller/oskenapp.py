@@ -375,7 +375,12 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
     # -- job routes API (JSON lines over a Unix socket) --------------------------------------
     def _api_loop(self, server: socket.socket) -> None:
         while True:
-            conn, _ = server.accept()
+            try:
+                conn, _ = server.accept()
+            except OSError as exc:  # out of file descriptors, say: keep serving
+                log.warning("API socket: accept failed (%s); retrying in 1 s", exc)
+                hub.sleep(1.0)
+                continue
             hub.spawn(self._api_client, conn)
 
     def _api_client(self, conn: socket.socket) -> None:
@@ -639,6 +644,13 @@ def parse_request(line: bytes) -> tuple[str, int, dict[tuple[str, str], list[str
     return op, job_id, pairs
 
 
+#: Connections the API socket queues before accepting them.  Every node agent connects
+#: when its first rank registers, so a job's start brings one per host at once: with 8,
+#: 16 agents connecting together (a 16-host job) found it full and their ranks ran
+#: untagged (``connect``: EAGAIN).  The kernel caps it at ``net.core.somaxconn``.
+API_BACKLOG = socket.SOMAXCONN
+
+
 def _listen_unix(path: Path) -> socket.socket:
     """A listening Unix socket at ``path`` that only its owner can use (0600)."""
     if path.exists() and not path.is_socket():
@@ -651,7 +663,7 @@ def _listen_unix(path: Path) -> socket.socket:
     finally:
         os.umask(old)
     path.chmod(0o600)
-    server.listen(8)
+    server.listen(API_BACKLOG)
     return server
 
 

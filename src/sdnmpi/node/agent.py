@@ -136,9 +136,7 @@ class ControllerHub:
     def _exchange(self, req: dict[str, Any]) -> Any:
         """Send one request and read its reply (lock held); connects if needed."""
         if self._sock is None:
-            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self._sock.settimeout(self.timeout_s)
-            self._sock.connect(str(self.api_socket))
+            self._sock = connect_unix(self.api_socket, self.timeout_s)
             self._lines = self._sock.makefile("rb")
         self._sock.sendall(json.dumps(req).encode() + b"\n")
         line = self._lines.readline()
@@ -175,6 +173,37 @@ class ControllerHub:
         if key not in self._warned:
             self._warned.add(key)
             log.warning("%s", message)
+
+
+def connect_unix(
+    path: Path,
+    timeout_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> socket.socket:
+    """A stream connection to the Unix socket ``path`` (I/O timeout ``timeout_s``).
+
+    A listener whose queue of pending connections is full refuses a Unix-socket
+    connect at once (EAGAIN) rather than letting it wait as TCP would: that is a busy
+    peer, not a missing one, so the connect is tried again (backing off from 5 ms to
+    200 ms) until ``timeout_s`` has passed; any other error is raised at once.
+    """
+    deadline, pause = clock() + timeout_s, 0.005
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout_s)
+        try:
+            sock.connect(str(path))
+            return sock
+        except BlockingIOError:
+            sock.close()
+            if clock() + pause > deadline:
+                raise
+        except BaseException:
+            sock.close()
+            raise
+        sleep(pause)
+        pause = min(pause * 2, 0.2)
 
 
 @dataclass(frozen=True)
