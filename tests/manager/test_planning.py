@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.core.pattern import Pattern, Phase
-from sdnmpi.core.routing import Fabric
+from sdnmpi.core.placement import Placement
+from sdnmpi.core.routing import Demands, Fabric, route
 from sdnmpi.manager import planning
 from sdnmpi.manager.model import Process, RoutePair
 
@@ -104,3 +105,49 @@ def test_routes_over_parallel_links_name_the_cable_they_take():
     assert sorted(planning.arc_bytes(fabric, [first])[a.index] for a in up) == [0.0, 1000.0]
     plain = RoutePair(first.src, first.dst, tuple(n.split(":")[0] for n in first.path), 1000.0)
     assert [planning.arc_bytes(fabric, [plain])[a.index] for a in up] == [500.0, 500.0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    placement=st.lists(st.sampled_from(HOSTS), min_size=2, max_size=12),
+    phases=st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 11), st.integers(0, 11), st.integers(1, 2**40)),
+            min_size=1,
+            max_size=20,
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_the_manager_routes_host_pairs_not_rank_pairs(placement, phases):
+    """The flows the manager routes are one per host pair and phase (the switches hold
+    one path per host pair): each carries the bytes and messages of its ranks' flows,
+    and a router that ignores ranks (D-mod-K) installs the same routes either way."""
+    n = len(placement)
+    pattern = Pattern(
+        "p",
+        n,
+        tuple(
+            Phase.from_cells(f"p{i}", [(s % n, d % n, b) for s, d, b in cells if s % n != d % n])
+            for i, cells in enumerate(phases)
+        ),
+    )
+    procs = [Process(r, h) for r, h in enumerate(placement)]
+    fabric = Fabric(TOPO)
+    per_rank = Demands.from_pattern(fabric, pattern, Placement(tuple(placement)))
+    merged = planning.demands_for(fabric, pattern, procs)
+
+    def totals(d: Demands) -> dict[tuple[int, int, int], tuple[int, int]]:
+        out: dict[tuple[int, int, int], tuple[int, int]] = {}
+        for i in range(len(d)):
+            key = (int(d.phase[i]), int(d.src[i]), int(d.dst[i]))
+            b, m = out.get(key, (0, 0))
+            out[key] = (b + int(d.size_bytes[i]), m + int(d.message_counts[i]))
+        return out
+
+    assert totals(merged) == totals(per_rank)
+    assert len(merged) == len(totals(per_rank))  # one flow per key
+    assert (merged.src_rank == -1).all() and (merged.dst_rank == -1).all()
+    by_rank = planning.pair_routes(fabric, per_rank, route("dmodk", fabric, per_rank))
+    assert planning.plan(TOPO, pattern, procs, "dmodk") == by_rank

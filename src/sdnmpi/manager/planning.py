@@ -11,8 +11,9 @@ routers (``ours``, ``greedy``) steer away from it, oblivious ones ignore it.
 Capacities are per arc (link direction), so a job's upstream traffic does not
 make the downstream direction look busy.
 
-The controller installs one path per host pair, so a pair whose flows got
-different paths keeps the path that carries most of its bytes.
+The controller installs one path per host pair, so the ranks' flows are merged per
+host pair and phase before routing, and a pair whose phases got different paths
+keeps the path that carries most of its bytes.
 
 Jobs are routed one at a time, so an early job's choice between equal paths can
 leave a later one no free path.  :func:`job_costs` scores a set of routed jobs
@@ -149,11 +150,14 @@ def overlap(fabric: Fabric, load: FloatArray, other: FloatArray) -> float:
 
 
 def demands_for(fabric: Fabric, pattern: Pattern, processes: Sequence[Process]) -> Demands:
-    """Host-to-host flows of ``pattern`` with rank r on ``processes``' node of rank r."""
+    """Host-to-host flows of ``pattern`` with rank r on ``processes``' node of rank r,
+    one per host pair and phase (:meth:`Demands.per_host_pair`): the switches hold one
+    path per host pair, so routing each rank pair apart only costs time (under the
+    manager's lock)."""
     if pattern.hosts is not None:
-        return Demands.from_pattern(fabric, pattern)
+        return Demands.from_pattern(fabric, pattern).per_host_pair()
     hosts = tuple(p.node for p in sorted(processes, key=lambda p: p.rank))
-    return Demands.from_pattern(fabric, pattern, Placement(hosts))
+    return Demands.from_pattern(fabric, pattern, Placement(hosts)).per_host_pair()
 
 
 def plan(
