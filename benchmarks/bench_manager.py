@@ -1,6 +1,7 @@
 """Manager benchmark: jobs arriving one by one, routed without and with moves.
 
-Run with ``.venv/bin/python benchmarks/bench_manager.py [--quick | --large] [--seed S]``.
+Run with ``.venv/bin/python benchmarks/bench_manager.py [--quick | --large | --largest]
+[--seed S]``.
 The manager's service core (:class:`ManagerService`, in-memory store, the fake
 controller that checks every path) routes jobs as their last rank registers,
 each with ``ours`` against the load of the jobs already running.  Jobs get random
@@ -13,16 +14,25 @@ holds its lock that long), the running jobs moved, and the quality of the final
 state: the sum and the maximum over jobs of :func:`planning.job_costs` (each
 job's predicted seconds per pattern with the link capacity shared by relative
 load).  Ratios are rebalance 8 over rebalance 0 within one run.
+
+``--largest`` instead measures the largest job the manager accepts: the all-to-all
+at the pattern cell budget (:data:`LARGEST`, 724 ranks on ``milk``'s
+20 hosts), created from its spec and routed by each router in a fresh process: the
+seconds CreateJob and the last RegisterProcess (routing and install) hold the
+manager's lock, and the process's peak memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import random
+import resource
 import statistics
 import time
 from dataclasses import dataclass
 
+from sdnmpi import catalog
 from sdnmpi.core import workloads
 from sdnmpi.core.generators import fat_tree
 from sdnmpi.core.routing import Fabric
@@ -97,12 +107,68 @@ def run(sc: Scenario, rebalance: int, seed: int) -> Result:
     return Result(times, moves, sum(costs.values()), max(costs.values()))
 
 
+#: The largest job the manager accepts: an all-to-all just under the pattern cell
+#: budget (``patternfile.MAX_PATTERN_CELLS``: 724 * 723 cells), on milk's 20 hosts.
+LARGEST = ("alltoall:nprocs=724,bytes=1024", 724, "milk")
+
+
+def largest(router: str) -> dict[str, float]:
+    """CreateJob and the routing RegisterProcess of :data:`LARGEST` with ``router``
+    (run in a fresh process: its peak memory is the job's)."""
+    spec, nprocs, topo_name = LARGEST
+    topo = catalog.load_topology(topo_name)
+    hosts = [h.name for h in topo.hosts]
+    svc = ManagerService(MemoryStore(), FakeControllerFabric(topo), time.monotonic)
+    base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    svc.create_job(SCHED, CreateJob(1, "largest", 0, nprocs, pattern_name=spec, router=router))
+    create_s = time.perf_counter() - t0
+    svc.start_job(SCHED, 1)
+    for rank in range(nprocs - 1):
+        svc.register_process(SCHED, 1, rank, hosts[rank * len(hosts) // nprocs])
+    t0 = time.perf_counter()
+    job = svc.register_process(SCHED, 1, nprocs - 1, hosts[-1])
+    route_s = time.perf_counter() - t0
+    assert job.state is JobState.ROUTED, job.detail
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {
+        "create_s": create_s,
+        "route_s": route_s,
+        "pairs": float(len(job.routes)),
+        "peak_mib": peak_kib / 1024,
+        "added_mib": (peak_kib - base_kib) / 1024,
+    }
+
+
+def run_largest() -> None:
+    spec, nprocs, topo_name = LARGEST
+    print(f"== the largest job accepted: {spec} ({nprocs} ranks) on {topo_name}")
+    ctx = multiprocessing.get_context("spawn")
+    out = {}
+    for router in ("dmodk", "ours"):
+        with ctx.Pool(1) as pool:
+            out[router] = r = pool.apply(largest, (router,))
+        print(
+            f"  {router:6s}: CreateJob {r['create_s']:.2f} s, routing RegisterProcess "
+            f"{r['route_s']:.2f} s ({r['pairs']:.0f} host pairs); peak memory "
+            f"{r['peak_mib']:.0f} MiB ({r['added_mib']:.0f} MiB for the job)"
+        )
+    a, b = out["dmodk"], out["ours"]
+    print(f"  ratio ours/dmodk: routing x{b['route_s'] / a['route_s']:.2f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="The small scenario only.")
     ap.add_argument("--large", action="store_true", help="Also 4 x 256 ranks (about 10 min).")
+    ap.add_argument(
+        "--largest", action="store_true", help="Only the largest job accepted (about 1 min)."
+    )
     ap.add_argument("--seed", type=int, default=1, help="Host placement seed.")
     args = ap.parse_args()
+    if args.largest:
+        run_largest()
+        return 0
     scenarios = [Scenario("fat_tree(8), 8 jobs x 16 ranks", 8, 8, 16)]
     if not args.quick:
         scenarios.append(Scenario("fat_tree(8), 4 jobs x 32 ranks", 8, 4, 32))

@@ -208,6 +208,11 @@ def run_case(
         unregistered = bool(spec) and (untagged is not None or UNREGISTERED in ctl.log())
     times = {int(r["size_bytes"]): float(r["time_max_s"]) for r in doc["results"]}
     figures = {**cpu.result, "cpu_bound": float(cpu.cpu_bound)}
+    figures |= {  # the slowest single Allreduce of any rank, per size (a stall shows)
+        f"step_max_s@{r['size_bytes']}": float(r["step_max_s"])
+        for r in doc["results"]
+        if r.get("step_max_s") is not None
+    }
     figures |= {f"tcp_{k}": float(v) for k, v in loss.result.items()}
     return times, {**figures, "unregistered": float(unregistered)}
 
@@ -360,16 +365,42 @@ FIGURES = {8: ("Figs. 9-10 (8 nodes)", "41 % less time at most"),
            16: ("Figs. 11-12 (16 nodes)", "56 % less time at most")}  # fmt: skip
 
 
+#: A single Allreduce this many times its run's mean is a stall (the mean of 5 then
+#: stands for one stalled call, not the routing): one of 5 calls at 2.7 times the others.
+STALL_FACTOR = 2.0
+
+
+def stalls(case: dict[str, Any], way: str) -> list[str]:
+    """The runs of ``case`` (``default`` and ``way``) in which one Allreduce stalled:
+    its slowest call over :data:`STALL_FACTOR` times the mean (runs before
+    sdnmpi-bench reported ``step_max_s`` have no figure and show none).
+
+    >>> case = {"size_bytes": 2 << 20, "measured_s": {"default": 20.6, "w": 6.4},
+    ...         "cpu": {"default": {"step_max_s@2097152": 58.1}, "w": {}}}
+    >>> stalls(case, "w")
+    ['default: one call took 58.1 s against a mean of 20.6 s']
+    """
+    out = []
+    for w in ("default", way):
+        step = case.get("cpu", {}).get(w, {}).get(f"step_max_s@{case['size_bytes']}")
+        mean = case["measured_s"][w]
+        if step is not None and step > STALL_FACTOR * mean:
+            out.append(f"{w}: one call took {step:.1f} s against a mean of {mean:.1f} s")
+    return out
+
+
 def rows(summary: dict[str, Any]) -> list[Row]:
     """The report's rows: per rank count, MPI setting and push router, the best
     speedup over the message sizes (the paper reports its maximum), measured and
-    predicted at that size, with the LP bound's largest possible gain."""
+    predicted at that size, with the LP bound's largest possible gain.  A size where
+    either run stalled (:func:`stalls`) is not taken as the best unless all did."""
     out: list[Row] = []
     results = summary["rows"]
     for n, setting, way in sorted({(r["nprocs"], r["setting"], w) for r in results
                                    for w in r["speedup"]}):  # fmt: skip
         cases = [r for r in results if r["nprocs"] == n and r["setting"] == setting]
-        picks = [("best", max(cases, key=lambda r: r["speedup"][way]))]
+        steady = [r for r in cases if not stalls(r, way)] or cases
+        picks = [("best", max(steady, key=lambda r: r["speedup"][way]))]
         picks += [("1 MiB", r) for r in cases if r["size_bytes"] == 1 << 20 and way == "push/ours"]
         out += [_row(summary, n, setting, way, how, best, cases) for how, best in picks]
     return out
@@ -389,6 +420,15 @@ def _row(
     which = (
         f"best of {len(cases)} sizes: {best['size_bytes'] // 1024} KiB" if how == "best" else how
     )
+    stalled = [r for r in cases if r is not best and stalls(r, way)] if how == "best" else []
+    if stalled:
+        which += (
+            " (stalled, left out: "
+            + ", ".join(
+                f"{r['size_bytes'] // 1024} KiB, {'; '.join(stalls(r, way))}" for r in stalled
+            )
+            + ")"
+        )
     return Row(
         EXPERIMENT,
         figure,
@@ -460,6 +500,10 @@ def _reason(n: int, best: dict[str, Any], way: str, summary: dict[str, Any]) -> 
     if best["speedup"][way] < 0.85 * best["predicted_speedup"][way]:
         parts.append(f"below the prediction ({_which_run(best, way)}; docs/emulator-fidelity.md)")
         parts.append(_apart(best, way))
+    elif best["speedup"][way] > 1.15 * best["predicted_speedup"][way]:
+        parts.append(f"above the prediction ({_which_run(best, way)})")
+        parts.append(_apart(best, way))
+    parts += [f"{best['size_bytes'] // 1024} KiB stalled: {s}" for s in stalls(best, way)]
     return "; ".join(p for p in parts if p)
 
 

@@ -54,6 +54,9 @@ struct bench_result {
 	enum coll_op op;      /* coll: the operation of this row */
 	double start_unix_s;  /* coll, pairs: wall clock (rank 0) when the loop began ... */
 	double end_unix_s;    /* ... and ended (both after a barrier) */
+	int has_steps;        /* coll, pairs: step_min_s and step_max_s were measured */
+	double step_min_s;    /* the fastest single step of any rank */
+	double step_max_s;    /* the slowest single step of any rank */
 };
 
 /* Iterations for a size when --iters is not given (OSU: fewer for large). */

@@ -109,6 +109,7 @@ static void coll_size(const struct bench_opts *opts, enum coll_op op, size_t siz
 	MPI_Barrier(ctx->comm);
 	res.end_unix_s = timing_unix_s();
 	timing_spread(ls.busy_s / (double)ls.iterations, ctx->comm, &res);
+	timing_steps(&ls, ctx->comm, &res);
 	res.op = op;
 	res.size_bytes = size;
 	res.iterations = ls.iterations;

@@ -283,6 +283,7 @@ static void pairs_size(const struct bench_opts *opts, size_t size, struct pairs_
 	MPI_Barrier(ctx->comm);
 	res.end_unix_s = timing_unix_s();
 	timing_spread(ls.busy_s / (double)ls.iterations, ctx->comm, &res);
+	timing_steps(&ls, ctx->comm, &res);
 	res.size_bytes = size;
 	res.iterations = ls.iterations;
 	res.metric = res.time_avg_s > 0.0 ? (double)size / res.time_avg_s / 1e6 : 0.0;

@@ -4,6 +4,8 @@
  *   {"benchmark", "mpi_library", "nprocs", "parameters": {...},
  *    "results": [{"size_bytes", "iterations", "time_avg_s", "time_min_s",
  *                 "time_max_s", METRIC}], "timestamps": {...}}
+ * (coll and pairs rows also "start_unix_s", "end_unix_s", and "step_min_s" and
+ * "step_max_s": the fastest and slowest single step of any rank)
  * where METRIC is latency_us (latency), bandwidth_MBps (bw; bibw: both
  * directions together; pairs: per rank) or algbw_MBps (coll).  MB is 10^6 bytes, as in the OSU benchmarks.
  */
@@ -148,6 +150,12 @@ static void json_row(const struct report *rep, const struct bench_result *r)
 		/* microseconds of a 10-digit epoch: %.9g would keep 10 s */
 		printf(",\"start_unix_s\":%.6f,\"end_unix_s\":%.6f", r->start_unix_s,
 		       r->end_unix_s);
+	}
+	if (r->has_steps) {
+		fputs(",\"step_min_s\":", stdout);
+		json_number(r->step_min_s);
+		fputs(",\"step_max_s\":", stdout);
+		json_number(r->step_max_s);
 	}
 	putchar('}');
 }

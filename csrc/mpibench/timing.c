@@ -24,23 +24,44 @@ struct loop_spec timing_spec(const struct bench_opts *opts, size_t size_bytes, b
 	return spec;
 }
 
-static double run_batch(long n, bool sync_each, bench_step_fn step, void *ctx, MPI_Comm comm)
+static void note_step(struct loop_stats *out, double step_s)
+{
+	if (!out)
+		return;
+	if (out->step_min_s < 0.0 || step_s < out->step_min_s)
+		out->step_min_s = step_s;
+	if (step_s > out->step_max_s)
+		out->step_max_s = step_s;
+}
+
+/* Without sync_each the steps run back to back, as an application's would: a step's
+ * time is from the previous step's end (reading the clock costs tens of ns). */
+static double run_batch(long n, bool sync_each, bench_step_fn step, void *ctx, MPI_Comm comm,
+			struct loop_stats *out)
 {
 	double busy = 0.0;
 	double t0;
+	double prev;
+	double now;
 
 	if (!sync_each) {
 		MPI_Barrier(comm);
-		t0 = MPI_Wtime();
-		for (long i = 0; i < n; i++)
+		t0 = prev = MPI_Wtime();
+		for (long i = 0; i < n; i++) {
 			step(ctx);
-		return MPI_Wtime() - t0;
+			now = MPI_Wtime();
+			note_step(out, now - prev);
+			prev = now;
+		}
+		return prev - t0;
 	}
 	for (long i = 0; i < n; i++) {
 		MPI_Barrier(comm);
 		t0 = MPI_Wtime();
 		step(ctx);
-		busy += MPI_Wtime() - t0;
+		now = MPI_Wtime() - t0;
+		note_step(out, now);
+		busy += now;
 	}
 	return busy;
 }
@@ -72,7 +93,7 @@ static void run_for_duration(const struct loop_spec *spec, bench_step_fn step, v
 	long batch = 1;
 
 	for (;;) {
-		out->busy_s += run_batch(batch, spec->sync_each, step, ctx, comm);
+		out->busy_s += run_batch(batch, spec->sync_each, step, ctx, comm, out);
 		out->iterations += batch;
 		elapsed = MPI_Wtime() - start;
 		MPI_Allreduce(&elapsed, &agreed, 1, MPI_DOUBLE, MPI_MAX, comm);
@@ -87,13 +108,24 @@ void timing_run(const struct loop_spec *spec, bench_step_fn step, void *ctx, MPI
 {
 	out->iterations = 0;
 	out->busy_s = 0.0;
-	run_batch(spec->warmup, spec->sync_each, step, ctx, comm);
+	out->step_min_s = -1.0;
+	out->step_max_s = 0.0;
+	run_batch(spec->warmup, spec->sync_each, step, ctx, comm, NULL);
 	if (spec->duration_s > 0.0) {
 		run_for_duration(spec, step, ctx, comm, out);
 		return;
 	}
-	out->busy_s = run_batch(spec->iters, spec->sync_each, step, ctx, comm);
+	out->busy_s = run_batch(spec->iters, spec->sync_each, step, ctx, comm, out);
 	out->iterations = spec->iters;
+}
+
+void timing_steps(const struct loop_stats *ls, MPI_Comm comm, struct bench_result *res)
+{
+	double fastest = ls->step_min_s < 0.0 ? 0.0 : ls->step_min_s;
+
+	MPI_Reduce(&fastest, &res->step_min_s, 1, MPI_DOUBLE, MPI_MIN, 0, comm);
+	MPI_Reduce(&ls->step_max_s, &res->step_max_s, 1, MPI_DOUBLE, MPI_MAX, 0, comm);
+	res->has_steps = 1;
 }
 
 void timing_spread(double value, MPI_Comm comm, struct bench_result *res)

@@ -19,6 +19,8 @@ struct loop_spec {
 struct loop_stats {
 	long iterations; /* timed steps, the same on every rank */
 	double busy_s;   /* this rank's time inside the timed steps */
+	double step_min_s; /* this rank's fastest and slowest single step: one step far */
+	double step_max_s; /* above the mean is a stall, not the steady rate */
 };
 
 /* Iterations and warmup for one size: the options, or the per-size defaults. */
@@ -33,6 +35,9 @@ double timing_unix_s(void);
 
 /* Reduce each rank's value to min/avg/max on rank 0 (collective). */
 void timing_spread(double value, MPI_Comm comm, struct bench_result *res);
+
+/* The fastest step of any rank and the slowest, on rank 0 (collective). */
+void timing_steps(const struct loop_stats *ls, MPI_Comm comm, struct bench_result *res);
 
 /* A barrier that sleeps while it waits, for ranks that sit out a benchmark
  * (so they do not steal cores from the ranks being measured). */

@@ -231,3 +231,29 @@ def test_run_case_retrying_runs_again_while_the_job_is_unregistered(monkeypatch)
     times, figures = exp_allreduce.run_case_retrying(Path("."), None, case, ("1M", "1M"), 1, 0.01)  # type: ignore[arg-type]
     assert len(calls) == 3 and times == {MIB: 1.0}
     assert figures["unregistered"] == 0.0 and figures["unregistered_runs"] == 2.0
+
+
+def test_a_stalled_size_is_not_the_best_and_the_row_says_so() -> None:
+    """8 hosts, default settings, 2026-11-27: the default run of 2 MiB averaged 20.6 s
+    (predicted 11.1 s, 4 MiB took 19.7 s): one stalled call, taken as the best speedup,
+    would have claimed x3.2.  With each run's slowest call, that size is left out."""
+    clean = _ar_row("default", MIB, 5.0, 3.3, 3.1)
+    stalled = _ar_row("default", 2 * MIB, 20.6, 6.5, 6.4)
+    clean["cpu"] = {"default": {f"step_max_s@{MIB}": 5.4}, "push/ours": {}}
+    stalled["cpu"] = {"default": {f"step_max_s@{2 * MIB}": 58.1}, "push/ours": {}}
+    best, one_mib = exp_allreduce.rows(_one_case_rows([clean, stalled]))
+    assert best.measured == pytest.approx(5.0 / 3.3)  # not 20.6 / 6.5
+    assert "2048 KiB, default: one call took 58.1 s against a mean of 20.6 s" in best.case
+    assert "stalled" not in one_mib.case
+    # every size stalled: the best is taken among them, and its row says so
+    (only, _) = exp_allreduce.rows(_one_case_rows([{**stalled, "size_bytes": MIB}]))
+    assert only.measured == pytest.approx(20.6 / 6.5)
+    assert "1024 KiB stalled: default: one call took" not in only.reason  # no figure for MIB
+    alone = {**stalled, "cpu": {"default": {f"step_max_s@{MIB}": 58.1}, "push/ours": {}}}
+    (only, _) = exp_allreduce.rows(_one_case_rows([{**alone, "size_bytes": MIB}]))
+    assert "1024 KiB stalled: default: one call took 58.1 s" in only.reason
+    assert "above the prediction (default ran slower than predicted" in only.reason
+
+
+def _one_case_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {**_one_case(rows[0]), "rows": rows}

@@ -31,6 +31,8 @@ MIB = KIB * KIB
 COLL_OPS = ("allreduce", "bcast", "reduce", "alltoall", "allgather", "barrier")
 RESULT_KEYS = {"size_bytes", "iterations", "time_avg_s", "time_min_s", "time_max_s"}
 CLOCK_KEYS = {"start_unix_s", "end_unix_s"}
+#: coll and pairs rows: the fastest and slowest single step of any rank.
+STEP_KEYS = {"step_min_s", "step_max_s"}
 
 pytestmark = pytest.mark.integration
 
@@ -117,11 +119,14 @@ def check_document(
     results: list[dict[str, Any]] = doc["results"]
     assert [r["size_bytes"] for r in results] == sizes
     for r in results:
-        extra = {"coll": {"op"} | CLOCK_KEYS, "pairs": CLOCK_KEYS}.get(benchmark, set())
-        assert set(r) == RESULT_KEYS | {metric} | extra
+        extra = {"coll": {"op"} | CLOCK_KEYS | STEP_KEYS, "pairs": CLOCK_KEYS | STEP_KEYS}
+        assert set(r) == RESULT_KEYS | {metric} | extra.get(benchmark, set())
         assert r["iterations"] > 0
         assert 0 < r["time_min_s"] <= r["time_avg_s"] * (1 + 1e-9)
         assert r["time_avg_s"] <= r["time_max_s"] * (1 + 1e-9)
+        if "step_max_s" in r:  # each rank's mean lies between its fastest and slowest step
+            assert 0 < r["step_min_s"] <= r["time_min_s"] * (1 + 1e-9)
+            assert r["time_max_s"] <= r["step_max_s"] * (1 + 1e-9)
     return results
 
 
