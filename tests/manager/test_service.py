@@ -3,7 +3,10 @@ authorization, bad input, routing with other jobs' load, reconcile."""
 
 from __future__ import annotations
 
+import functools
 import itertools
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -15,7 +18,7 @@ from sdnmpi.manager import planning
 from sdnmpi.manager.fake import FakeControllerFabric
 from sdnmpi.manager.model import Job, JobState, Kind, ManagerError
 from sdnmpi.manager.requests import CreateJob, PatternUpload, PutPattern
-from sdnmpi.manager.service import ManagerService
+from sdnmpi.manager.service import ManagerService, released
 from sdnmpi.manager.store import Store
 from sdnmpi.testing import FakeClock
 from tests.manager.conftest import ALICE, BOB, SCHED, pairs_pattern, pattern_bytes
@@ -726,3 +729,110 @@ def test_per_user_quotas_name_their_limit(service: ManagerService, monkeypatch):
     with pytest.raises(ManagerError) as exc:
         service.put_pattern(ALICE, PutPattern("d", upload))
     assert kind(exc) is Kind.RESOURCE_EXHAUSTED and "limit per user is 10" in str(exc.value)
+
+
+# -- routing outside the lock -----------------------------------------------------------
+
+
+class HeldRouter:
+    """``planning.plan`` that waits, once started, until the test lets it go."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.started, self.go = threading.Event(), threading.Event()
+        self.calls = 0
+        real = planning.plan
+
+        def plan(*args: object, **kw: object) -> object:
+            self.calls += 1
+            self.started.set()
+            assert self.go.wait(30), "the test never let the router go"
+            return real(*args, **kw)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(planning, "plan", plan)
+
+
+def _routing_in_a_thread(service: ManagerService, cond: threading.Condition) -> list[Job]:
+    """Job 7 (2 ranks) started, rank 0 registered; rank 1's registration, the one that
+    routes, runs in a thread under ``cond`` as the server runs calls.  Its result
+    lands in the returned list."""
+    create(service)
+    service.start_job(SCHED, 7)
+    service.register_process(SCHED, 7, 0, "h1")
+    out: list[Job] = []
+
+    def last_rank() -> None:
+        with cond:
+            out.append(service.register_process(SCHED, 7, 1, "h5"))
+
+    threading.Thread(target=last_rank, daemon=True).start()
+    return out
+
+
+@pytest.fixture
+def locked(service: ManagerService) -> threading.Condition:
+    """The server's lock, released while routes are computed (as ManagerServer sets)."""
+    cond = threading.Condition()
+    service.unlocked = functools.partial(released, cond)
+    return cond
+
+
+def _result(out: list[Job]) -> Job:
+    deadline = time.monotonic() + 30
+    while not out and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert out, "the routing call did not return"
+    return out[0]
+
+
+def test_other_calls_run_while_a_job_is_routed(
+    service: ManagerService, locked: threading.Condition, fabric, monkeypatch
+):
+    """A router may take minutes on a large job (an all-to-all of 160 ranks on 20
+    hosts: about 40 s with ours); it runs with the lock released, so another call
+    does not wait for it, and a reconcile meanwhile does not route the job again."""
+    router = HeldRouter(monkeypatch)
+    out = _routing_in_a_thread(service, locked)
+    assert router.started.wait(30)
+    assert locked.acquire(timeout=10), "the lock stayed held while the job was routed"
+    try:
+        assert service.get_job(SCHED, 7).state is JobState.STARTING
+        assert service.list_jobs(ALICE) and 7 not in fabric.held
+        service.reconcile()
+    finally:
+        locked.release()
+    router.go.set()
+    assert _result(out).state is JobState.ROUTED
+    assert 7 in fabric.held and router.calls == 1
+
+
+def test_a_job_finished_while_it_is_routed_gets_no_routes(
+    service: ManagerService, locked: threading.Condition, fabric, monkeypatch
+):
+    router = HeldRouter(monkeypatch)
+    out = _routing_in_a_thread(service, locked)
+    assert router.started.wait(30)
+    with locked:
+        assert service.finish_job(SCHED, 7).state is JobState.FINISHED
+    router.go.set()
+    assert _result(out).state is JobState.FINISHED
+    assert 7 not in fabric.held and ("install", 7) not in fabric.calls
+    assert service.get_job(SCHED, 7).state is JobState.FINISHED
+
+
+def test_a_job_repatterned_while_it_is_routed_is_routed_on_its_new_pattern(
+    service: ManagerService, locked: threading.Condition, fabric, monkeypatch
+):
+    """SetJobPattern meanwhile: the routes computed for the old pattern are dropped and
+    the job is routed again, on the new one, by the call that was routing it."""
+    router = HeldRouter(monkeypatch)
+    service.put_pattern(
+        ALICE, PutPattern("other", PatternUpload("o.json", pattern_bytes(pairs_pattern(2, 5))))
+    )
+    out = _routing_in_a_thread(service, locked)
+    assert router.started.wait(30)
+    with locked:
+        assert service.set_job_pattern(SCHED, 7, "other").state is JobState.STARTING
+    router.go.set()
+    job = _result(out)
+    assert job.state is JobState.ROUTED and job.pattern_name == "other"
+    assert router.calls == 2 and [r.size_bytes for r in job.routes] == [5.0]

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import pwd
 import signal
@@ -44,7 +45,7 @@ from sdnmpi.manager.peercred import (
     PeerTable,
     raise_nofile,
 )
-from sdnmpi.manager.service import ManagerService
+from sdnmpi.manager.service import ManagerService, released
 from sdnmpi.wire import manager_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,8 @@ class ManagerServer:
         self.workers = workers
         self.reconcile_interval_s = reconcile_interval_s
         self.cond = threading.Condition()
+        # a job's routes are computed with the lock released: nobody waits for a router
+        service.unlocked = functools.partial(released, self.cond)
         self.table = PeerTable()
         self.rewrite = rewrite
         self._servers: list[Any] = []

@@ -4,7 +4,11 @@ Pure in the house sense: no gRPC, no database, no sockets.  The store
 (:class:`~sdnmpi.manager.store.Store`), the controller (:class:`Fabric`) and
 the clock are passed in; every call takes the :class:`~sdnmpi.manager.model.Caller`
 that the adapter authenticated.  Calls are not thread-safe: the adapter
-serializes them (one lock, which WaitRoutes also waits on).
+serializes them (one lock, which WaitRoutes also waits on), except that a job's
+routes are computed with that lock released (:attr:`ManagerService.unlocked`): a
+router may take seconds to minutes on a large job, and nobody else waits for it.
+The job is read again when the lock is back, and the routes are dropped if it
+changed meanwhile (finished, re-patterned).
 
 State machine (``JobState`` in ``manager.proto``)::
 
@@ -35,9 +39,10 @@ taken), never with its owner, nodes or name.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -87,6 +92,9 @@ REBALANCE_JOBS = 8
 #: manager's lock for 360 s (benchmarks/bench_manager.py --large); 32-rank jobs have
 #: up to 992 pairs and re-plan in about a second on fat_tree(8).
 REBALANCE_MAX_PAIRS = 1024
+#: Times a job changed while its routes were computed (re-patterned) is routed again
+#: with the lock released; then once more holding it.
+REPLANS = 2
 #: Pattern bytes (canonical JSON) one user's pending offers may hold in the store.
 MAX_OFFER_BYTES_PER_UID = 256 * 1024 * 1024
 #: Per user (the scheduler has no quota): unfinished jobs of its own, and stored
@@ -150,6 +158,14 @@ class ManagerService:
         #: Uploaded files' bytes -> pattern: in this process by default; the server
         #: passes :func:`sdnmpi.manager.sandbox.decode` (a child with hard limits).
         self.decoder = decoder
+        #: A context in which the adapter's lock is released: a job's routes are
+        #: computed in it (the server sets :func:`released` of its lock; nothing by
+        #: default, for callers that hold no lock).
+        self.unlocked: Callable[[], contextlib.AbstractContextManager[object]] = (
+            contextlib.nullcontext
+        )
+        #: Jobs whose routes a call is computing (another call does not start again).
+        self._planning: set[int] = set()
 
     # -- jobs -------------------------------------------------------------------------
     def create_job(self, caller: Caller, req: CreateJob) -> Job:
@@ -430,14 +446,40 @@ class ManagerService:
             return self._route(job)
         return job
 
-    def _route(self, job: Job) -> Job:
-        """Compute and install the job's routes; any failure leaves it on DEFAULT."""
+    def _route(self, job: Job, *, release: bool = True) -> Job:
+        """Compute and install the job's routes; any failure leaves it on DEFAULT.
+
+        With ``release`` the routes are computed outside the adapter's lock
+        (:meth:`_plan`); a job already being routed by another call is returned as
+        it is (STARTING: GetJob and WaitRoutes see the outcome)."""
+        if job.job_id in self._planning:
+            return job
+        self._planning.add(job.job_id)
+        try:
+            for attempt in range(REPLANS + 1):
+                routed = self._route_now(job, release and attempt < REPLANS)
+                if routed is not None:
+                    return routed
+                # changed while its routes were computed: finished, or to route again
+                job = self._job(job.job_id)
+                if job.state is not JobState.STARTING or not job.all_registered():
+                    return job
+            return job  # unreachable: the last attempt keeps the lock
+        finally:
+            self._planning.discard(job.job_id)
+
+    def _route_now(self, job: Job, release: bool) -> Job | None:
+        """One attempt of :meth:`_route`; ``None`` if the job changed meanwhile."""
         t0 = self.clock()
         moved: dict[int, tuple[RoutePair, ...]] = {}
         try:
             self._evict_user_jobs(job)
             topo = self.fabric.topology()
-            routes, shared = self._unshared(job, self._plan(job, topo))
+            planned = self._plan(job, topo, release)
+            if planned is None:
+                return None
+            job, plan = planned
+            routes, shared = self._unshared(job, plan)
             if not routes:
                 why = shared or "the pattern sends nothing between hosts"
                 job = self._default(job, why)
@@ -580,14 +622,49 @@ class ManagerService:
         jobs = ", ".join(map(str, taken))
         return mine, f"{n} host pair(s) shared with job {jobs} keep that job's routes"
 
-    def _plan(self, job: Job, topo: Topology) -> tuple[RoutePair, ...]:
-        pattern = patternfile.from_json(job.pattern_json, f"job {job.job_id} pattern")
+    def _plan(
+        self, job: Job, topo: Topology, release: bool
+    ) -> tuple[Job, tuple[RoutePair, ...]] | None:
+        """The job (read again) and its routes against the routed jobs' load; ``None``
+        if, with ``release``, the job changed while the lock was released.
+
+        The pattern is decoded and routed in :attr:`unlocked`; jobs routed meanwhile
+        are not in ``others`` (their load is missed, never their host pairs:
+        :meth:`_unshared` runs after, under the lock, and rebalancing sees all)."""
         others = [
             j.routes
             for j in self.store.list_jobs()
             if j.state is JobState.ROUTED and j.job_id != job.job_id
         ]
-        return planning.plan(topo, pattern, job.processes, job.router, others)
+
+        def compute() -> tuple[RoutePair, ...]:
+            pattern = patternfile.from_json(job.pattern_json, f"job {job.job_id} pattern")
+            return planning.plan(topo, pattern, job.processes, job.router, others)
+
+        if not release:
+            return job, compute()
+        try:
+            with self.unlocked():
+                routes = compute()
+        except Exception:
+            if self._changed(job) is not None:
+                raise  # the job is as it was: its routing failed (DEFAULT, _route_now)
+            return None
+        now = self._changed(job)
+        return None if now is None else (now, routes)
+
+    def _changed(self, job: Job) -> Job | None:
+        """``job`` as the store has it now, or ``None`` if it is no longer the job that
+        was planned (not STARTING, or other ranks, pattern or router)."""
+        now = self.store.get_job(job.job_id)
+        if (
+            now is None
+            or now.state is not JobState.STARTING
+            or now.processes != job.processes
+            or (now.pattern_json, now.router) != (job.pattern_json, job.router)
+        ):
+            return None
+        return now
 
     def _default(self, job: Job, detail: str) -> Job:
         """The job on default routes; whatever the controller may hold for it is removed."""
@@ -616,7 +693,7 @@ class ManagerService:
                 ok = self._reinstall(job)
                 done["reinstalled" if ok else "failed"].append(job.job_id)
             elif job.state is JobState.STARTING and job.all_registered():
-                routed = self._route(job)
+                routed = self._route(job, release=False)  # the loop's list stays true
                 done["routed" if routed.state is JobState.ROUTED else "failed"].append(job.job_id)
         for job_id in sorted(held):
             if job_id > MAX_JOB_ID:  # not a job id of ours: a measurement (pattern record)
@@ -739,3 +816,14 @@ def _check_fits(pattern: Pattern, ntasks: int) -> None:
 
 
 __all__ = ["RUNNING", "Fabric", "ManagerService", "Reconciled"]
+
+
+@contextlib.contextmanager
+def released(lock: contextlib.AbstractContextManager[object]) -> Iterator[None]:
+    """``lock`` (held by the caller, once) released for the block, then taken again;
+    what a server passes as :attr:`ManagerService.unlocked`."""
+    lock.__exit__(None, None, None)
+    try:
+        yield
+    finally:
+        lock.__enter__()
