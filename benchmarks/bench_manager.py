@@ -18,17 +18,20 @@ load).  Ratios are rebalance 8 over rebalance 0 within one run.
 ``--largest`` instead measures the largest job the manager accepts: the all-to-all
 at the pattern cell budget (:data:`LARGEST`, 724 ranks on ``milk``'s
 20 hosts), created from its spec and routed by each router in a fresh process: the
-seconds CreateJob and the last RegisterProcess (routing and install) hold the
-manager's lock, and the process's peak memory.
+seconds CreateJob and the last RegisterProcess (routing and install) take, the
+longest another caller's GetJob waited meanwhile (the lock released while routes are
+computed, and for ours also held, as before), and the process's peak memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing
 import random
 import resource
 import statistics
+import threading
 import time
 from dataclasses import dataclass
 
@@ -42,7 +45,7 @@ from sdnmpi.manager.fake import FakeControllerFabric
 from sdnmpi.manager.memory import MemoryStore
 from sdnmpi.manager.model import Caller, Install, JobState
 from sdnmpi.manager.requests import CreateJob, PatternUpload
-from sdnmpi.manager.service import ManagerService, Pairs
+from sdnmpi.manager.service import ManagerService, Pairs, released
 
 SCHED = Caller(0, is_scheduler=True)
 PATTERNS = (
@@ -112,28 +115,53 @@ def run(sc: Scenario, rebalance: int, seed: int) -> Result:
 LARGEST = ("alltoall:nprocs=724,bytes=1024", 724, "milk")
 
 
-def largest(router: str) -> dict[str, float]:
-    """CreateJob and the routing RegisterProcess of :data:`LARGEST` with ``router``
-    (run in a fresh process: its peak memory is the job's)."""
+def largest(router: str, release: bool = True) -> dict[str, float]:
+    """CreateJob and the routing RegisterProcess of :data:`LARGEST` with ``router``,
+    under a lock as the server takes it (released while routes are computed, unless
+    not ``release``), with another thread calling GetJob under the same lock all the
+    while (its slowest call is what another user waits).  Run in a fresh process:
+    its peak memory is the job's."""
     spec, nprocs, topo_name = LARGEST
     topo = catalog.load_topology(topo_name)
     hosts = [h.name for h in topo.hosts]
     svc = ManagerService(MemoryStore(), FakeControllerFabric(topo), time.monotonic)
+    cond = threading.Condition()
+    if release:
+        svc.unlocked = functools.partial(released, cond)
     base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     svc.create_job(SCHED, CreateJob(1, "largest", 0, nprocs, pattern_name=spec, router=router))
     create_s = time.perf_counter() - t0
+    svc.create_job(SCHED, CreateJob(2, "other", 0, 2))  # another user's job, looked at
     svc.start_job(SCHED, 1)
     for rank in range(nprocs - 1):
         svc.register_process(SCHED, 1, rank, hosts[rank * len(hosts) // nprocs])
+    done = threading.Event()
+    waits: list[float] = []
+
+    def look() -> None:
+        while not done.is_set():
+            t = time.perf_counter()
+            with cond:
+                svc.get_job(SCHED, 2)
+            waits.append(time.perf_counter() - t)
+            time.sleep(0.01)
+
+    looker = threading.Thread(target=look)
+    looker.start()
     t0 = time.perf_counter()
-    job = svc.register_process(SCHED, 1, nprocs - 1, hosts[-1])
+    with cond:
+        job = svc.register_process(SCHED, 1, nprocs - 1, hosts[-1])
     route_s = time.perf_counter() - t0
+    done.set()
+    looker.join()
     assert job.state is JobState.ROUTED, job.detail
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
         "create_s": create_s,
         "route_s": route_s,
+        "getjob_max_s": max(waits),
+        "getjob_calls": float(len(waits)),
         "pairs": float(len(job.routes)),
         "peak_mib": peak_kib / 1024,
         "added_mib": (peak_kib - base_kib) / 1024,
@@ -145,16 +173,21 @@ def run_largest() -> None:
     print(f"== the largest job accepted: {spec} ({nprocs} ranks) on {topo_name}")
     ctx = multiprocessing.get_context("spawn")
     out = {}
-    for router in ("dmodk", "ours"):
+    for router, release in (("dmodk", True), ("ours", True), ("ours", False)):
         with ctx.Pool(1) as pool:
-            out[router] = r = pool.apply(largest, (router,))
+            out[router, release] = r = pool.apply(largest, (router, release))
+        lock = "lock released while routing" if release else "lock held (as before)"
         print(
-            f"  {router:6s}: CreateJob {r['create_s']:.2f} s, routing RegisterProcess "
-            f"{r['route_s']:.2f} s ({r['pairs']:.0f} host pairs); peak memory "
+            f"  {router:6s} {lock}: CreateJob {r['create_s']:.2f} s, routing RegisterProcess "
+            f"{r['route_s']:.2f} s ({r['pairs']:.0f} host pairs); another GetJob waited "
+            f"{r['getjob_max_s']:.3f} s at most ({r['getjob_calls']:.0f} calls); peak memory "
             f"{r['peak_mib']:.0f} MiB ({r['added_mib']:.0f} MiB for the job)"
         )
-    a, b = out["dmodk"], out["ours"]
-    print(f"  ratio ours/dmodk: routing x{b['route_s'] / a['route_s']:.2f}")
+    a, b, c = out["dmodk", True], out["ours", True], out["ours", False]
+    print(
+        f"  ratio ours/dmodk: routing x{b['route_s'] / a['route_s']:.2f}; slowest GetJob during "
+        f"ours' routing, lock released / held: x{b['getjob_max_s'] / c['getjob_max_s']:.4f}"
+    )
 
 
 def main() -> int:
