@@ -370,22 +370,35 @@ FIGURES = {8: ("Figs. 9-10 (8 nodes)", "41 % less time at most"),
 STALL_FACTOR = 2.0
 
 
-def stalls(case: dict[str, Any], way: str) -> list[str]:
+def stalls(case: dict[str, Any], way: str, cases: Sequence[dict[str, Any]] = ()) -> list[str]:
     """The runs of ``case`` (``default`` and ``way``) in which one Allreduce stalled:
-    its slowest call over :data:`STALL_FACTOR` times the mean (runs before
-    sdnmpi-bench reported ``step_max_s`` have no figure and show none).
+    its slowest call over :data:`STALL_FACTOR` times the mean; or, for runs from
+    before sdnmpi-bench reported ``step_max_s``, a mean above the same run's mean at
+    the next larger size in ``cases`` (a larger Allreduce is never faster: one call
+    must have stalled).
 
     >>> case = {"size_bytes": 2 << 20, "measured_s": {"default": 20.6, "w": 6.4},
     ...         "cpu": {"default": {"step_max_s@2097152": 58.1}, "w": {}}}
     >>> stalls(case, "w")
     ['default: one call took 58.1 s against a mean of 20.6 s']
+    >>> old = {**case, "cpu": {}}
+    >>> stalls(old, "w", [old, {"size_bytes": 4 << 20, "measured_s": {"default": 19.7, "w": 12.6}}])
+    ['default: 20.6 s a call, more than at 4096 KiB (19.7 s)']
     """
+    larger = [r for r in cases if r["size_bytes"] > case["size_bytes"]]
+    after = min(larger, key=lambda r: r["size_bytes"]) if larger else None
     out = []
     for w in ("default", way):
         step = case.get("cpu", {}).get(w, {}).get(f"step_max_s@{case['size_bytes']}")
         mean = case["measured_s"][w]
-        if step is not None and step > STALL_FACTOR * mean:
-            out.append(f"{w}: one call took {step:.1f} s against a mean of {mean:.1f} s")
+        if step is not None:
+            if step > STALL_FACTOR * mean:
+                out.append(f"{w}: one call took {step:.1f} s against a mean of {mean:.1f} s")
+        elif after is not None and mean > after["measured_s"][w]:
+            out.append(
+                f"{w}: {mean:.1f} s a call, more than at {after['size_bytes'] // 1024} KiB "
+                f"({after['measured_s'][w]:.1f} s)"
+            )
     return out
 
 
@@ -399,7 +412,7 @@ def rows(summary: dict[str, Any]) -> list[Row]:
     for n, setting, way in sorted({(r["nprocs"], r["setting"], w) for r in results
                                    for w in r["speedup"]}):  # fmt: skip
         cases = [r for r in results if r["nprocs"] == n and r["setting"] == setting]
-        steady = [r for r in cases if not stalls(r, way)] or cases
+        steady = [r for r in cases if not stalls(r, way, cases)] or cases
         picks = [("best", max(steady, key=lambda r: r["speedup"][way]))]
         picks += [("1 MiB", r) for r in cases if r["size_bytes"] == 1 << 20 and way == "push/ours"]
         out += [_row(summary, n, setting, way, how, best, cases) for how, best in picks]
@@ -420,12 +433,13 @@ def _row(
     which = (
         f"best of {len(cases)} sizes: {best['size_bytes'] // 1024} KiB" if how == "best" else how
     )
-    stalled = [r for r in cases if r is not best and stalls(r, way)] if how == "best" else []
+    stalled = [r for r in cases if r is not best and stalls(r, way, cases)] if how == "best" else []
     if stalled:
         which += (
             " (stalled, left out: "
             + ", ".join(
-                f"{r['size_bytes'] // 1024} KiB, {'; '.join(stalls(r, way))}" for r in stalled
+                f"{r['size_bytes'] // 1024} KiB, {'; '.join(stalls(r, way, cases))}"
+                for r in stalled
             )
             + ")"
         )
@@ -503,7 +517,8 @@ def _reason(n: int, best: dict[str, Any], way: str, summary: dict[str, Any]) -> 
     elif best["speedup"][way] > 1.15 * best["predicted_speedup"][way]:
         parts.append(f"above the prediction ({_which_run(best, way)})")
         parts.append(_apart(best, way))
-    parts += [f"{best['size_bytes'] // 1024} KiB stalled: {s}" for s in stalls(best, way)]
+    cases = [r for r in summary["rows"] if (r["nprocs"], r["setting"]) == (n, best["setting"])]
+    parts += [f"{best['size_bytes'] // 1024} KiB stalled: {s}" for s in stalls(best, way, cases)]
     return "; ".join(p for p in parts if p)
 
 

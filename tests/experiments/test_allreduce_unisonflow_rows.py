@@ -257,3 +257,16 @@ def test_a_stalled_size_is_not_the_best_and_the_row_says_so() -> None:
 
 def _one_case_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {**_one_case(rows[0]), "rows": rows}
+
+
+def test_a_run_without_step_figures_stalled_where_a_larger_size_ran_faster() -> None:
+    """The run of 2026-11-27 had no step figures: its 2 MiB default run (20.6 s a call)
+    was slower than its 4 MiB one (19.7 s), which no Allreduce does without a stall."""
+    rows = [
+        _ar_row("default", MIB, 5.0, 3.4, 3.1),
+        _ar_row("default", 2 * MIB, 20.6, 6.5, 6.4),
+        _ar_row("default", 4 * MIB, 19.7, 12.6, 12.0),
+    ]
+    best, _ = exp_allreduce.rows(_one_case_rows(rows))
+    assert best.measured == pytest.approx(19.7 / 12.6)
+    assert "2048 KiB, default: 20.6 s a call, more than at 4096 KiB (19.7 s)" in best.case

@@ -787,9 +787,10 @@ def _result(out: list[Job]) -> Job:
 def test_other_calls_run_while_a_job_is_routed(
     service: ManagerService, locked: threading.Condition, fabric, monkeypatch
 ):
-    """A router may take minutes on a large job (an all-to-all of 160 ranks on 20
-    hosts: about 40 s with ours); it runs with the lock released, so another call
-    does not wait for it, and a reconcile meanwhile does not route the job again."""
+    """A router may take many seconds on a large job (ours on a 724-rank all-to-all on
+    20 hosts: 7.4 s, bench_manager.py --largest); it runs with the lock released, so
+    another call does not wait for it, and a reconcile meanwhile does not route the
+    job again."""
     router = HeldRouter(monkeypatch)
     out = _routing_in_a_thread(service, locked)
     assert router.started.wait(30)
