@@ -433,16 +433,11 @@ def _row(
     which = (
         f"best of {len(cases)} sizes: {best['size_bytes'] // 1024} KiB" if how == "best" else how
     )
-    stalled = [r for r in cases if r is not best and stalls(r, way, cases)] if how == "best" else []
-    if stalled:
-        which += (
-            " (stalled, left out: "
-            + ", ".join(
-                f"{r['size_bytes'] // 1024} KiB, {'; '.join(stalls(r, way, cases))}"
-                for r in stalled
-            )
-            + ")"
-        )
+    if how == "best":
+        left_out = [(r, stalls(r, way, cases)) for r in cases if r is not best]
+        notes = [f"{r['size_bytes'] // 1024} KiB, {'; '.join(s)}" for r, s in left_out if s]
+        if notes:
+            which += " (stalled, left out: " + ", ".join(notes) + ")"
     return Row(
         EXPERIMENT,
         figure,
@@ -462,7 +457,7 @@ def _row(
         },
         network_limited=not cpu_bound,
         status="failed" if _unregistered(best, way) else "cpu-bound" if cpu_bound else "ok",
-        reason=_reason(n, best, way, summary),
+        reason=_reason(n, best, way, summary, cases),
         details={
             "per_size": [
                 {
@@ -486,7 +481,13 @@ def _cpu_bound(case: dict[str, Any], way: str) -> bool:
     return any(cpu.get(w, {}).get("cpu_bound", 0) for w in ("default", way))
 
 
-def _reason(n: int, best: dict[str, Any], way: str, summary: dict[str, Any]) -> str:
+def _reason(
+    n: int,
+    best: dict[str, Any],
+    way: str,
+    summary: dict[str, Any],
+    cases: Sequence[dict[str, Any]],
+) -> str:
     placed = summary["placements"][str(n)]
     bound = placed["bound_gain"]
     parts = [f"the LP bound allows x{bound:.2f} over D-mod-K for this placement"]
@@ -517,7 +518,6 @@ def _reason(n: int, best: dict[str, Any], way: str, summary: dict[str, Any]) -> 
     elif best["speedup"][way] > 1.15 * best["predicted_speedup"][way]:
         parts.append(f"above the prediction ({_which_run(best, way)})")
         parts.append(_apart(best, way))
-    cases = [r for r in summary["rows"] if (r["nprocs"], r["setting"]) == (n, best["setting"])]
     parts += [f"{best['size_bytes'] // 1024} KiB stalled: {s}" for s in stalls(best, way, cases)]
     return "; ".join(p for p in parts if p)
 

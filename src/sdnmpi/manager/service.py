@@ -456,15 +456,17 @@ class ManagerService:
             return job
         self._planning.add(job.job_id)
         try:
-            for attempt in range(REPLANS + 1):
-                routed = self._route_now(job, release and attempt < REPLANS)
+            for _ in range(REPLANS if release else 0):
+                routed = self._route_now(job, release=True)
                 if routed is not None:
                     return routed
                 # changed while its routes were computed: finished, or to route again
                 job = self._job(job.job_id)
                 if job.state is not JobState.STARTING or not job.all_registered():
                     return job
-            return job  # unreachable: the last attempt keeps the lock
+            routed = self._route_now(job, release=False)  # holding the lock: no change
+            assert routed is not None
+            return routed
         finally:
             self._planning.discard(job.job_id)
 
