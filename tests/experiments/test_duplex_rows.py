@@ -69,3 +69,43 @@ def test_a_missing_calibration_is_an_error(tmp_path: Path) -> None:
     (out / "duplex.json").write_text(json.dumps(CASES))
     with pytest.raises(Exception, match=r"calibration\.json"):
         exp_duplex.rows_from_saved(out)
+
+
+def _fake_rates(monkeypatch: pytest.MonkeyPatch, rates: list[float | Exception]) -> None:
+    """``_rate`` returns (or raises) ``rates`` in turn: bw, bibw, bw, bibw, ..."""
+    queue = list(rates)
+
+    def rate(name: str, program: list[str], env: list[str], flavour: str) -> tuple[float, bool]:
+        r = queue.pop(0)
+        if isinstance(r, Exception):
+            raise r
+        return r, program[1] == "bibw" and r > 2.1e6  # a fast bibw run "hung" after measuring
+
+    monkeypatch.setattr(exp_duplex, "_rate", rate)
+
+
+def test_a_case_is_the_median_of_its_pairs_of_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_rates(monkeypatch, [1.18e6, 1.59e6, 1.18e6, 2.2e6, 1.17e6, 1.68e6])
+    case = exp_duplex.measure("n", "mpich", "default", 1 << 20, 3, reps=3)
+    assert case["ratios"] == pytest.approx([1.59 / 1.18, 2.2 / 1.18, 1.68 / 1.17])
+    assert case["ratio"] == pytest.approx(1.68 / 1.17)
+    assert case["bw_Bps"] == pytest.approx(1.18e6) and case["bibw_Bps"] == pytest.approx(1.68e6)
+    assert case["notes"] == ["a bibw run hung in MPI_Finalize after printing its result "
+                             "(stopped after 120 s)"]  # fmt: skip
+    case |= {"mpi": "mpich", "setting": "default", "size": 1 << 20, "protocol": "mpich",
+             "predicted": 1.39}  # fmt: skip
+    (row,) = exp_duplex.rows([case], 0.01)
+    assert row.measured == pytest.approx(1.436, abs=0.001)
+    assert "median of 3 pairs of runs: x1.35, x1.44, x1.86" in row.reason
+
+
+def test_a_failed_pair_is_noted_and_all_failed_is_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _fake_rates(monkeypatch, [RuntimeError("mpirun: exit 1"), 1.19e6, 2.1e6])
+    case = exp_duplex.measure("n", "openmpi", "duplex", 1 << 20, 3, reps=2)
+    assert case["ratios"] == pytest.approx([2.1 / 1.19])
+    assert case["notes"] == ["a pair of runs failed: mpirun: exit 1"]
+    _fake_rates(monkeypatch, [RuntimeError("first"), 1.19e6, RuntimeError("second")])
+    with pytest.raises(RuntimeError, match="second"):
+        exp_duplex.measure("n", "openmpi", "duplex", 1 << 20, 3, reps=2)
