@@ -41,7 +41,7 @@ from sdnmpi.core.generators import fat_tree
 from sdnmpi.core.routing import Fabric
 from sdnmpi.formats import native
 from sdnmpi.manager import planning
-from sdnmpi.manager.fake import FakeControllerFabric
+from sdnmpi.manager.fake import FakeController
 from sdnmpi.manager.memory import MemoryStore
 from sdnmpi.manager.model import Caller, Install, JobState
 from sdnmpi.manager.requests import CreateJob, PatternUpload
@@ -74,18 +74,18 @@ class Result:
 
 def run(sc: Scenario, rebalance: int, seed: int) -> Result:
     topo = fat_tree(sc.k)
-    fabric = FakeControllerFabric(topo)
+    controller = FakeController(topo)
     moves = 0
-    real = fabric.install
+    real = controller.install
 
     def counting(job_id: int, pairs: Pairs) -> Install:
         nonlocal moves
-        if job_id in fabric.held:
+        if job_id in controller.held:
             moves += 1
         return real(job_id, pairs)
 
-    fabric.install = counting  # type: ignore[method-assign]
-    svc = ManagerService(MemoryStore(), fabric, time.monotonic, rebalance=rebalance)
+    controller.install = counting  # type: ignore[method-assign]
+    svc = ManagerService(MemoryStore(), controller, time.monotonic, rebalance=rebalance)
     rng = random.Random(seed)
     hosts = [h.name for h in topo.hosts]
     rng.shuffle(hosts)
@@ -124,7 +124,7 @@ def largest(router: str, release: bool = True) -> dict[str, float]:
     spec, nprocs, topo_name = LARGEST
     topo = catalog.load_topology(topo_name)
     hosts = [h.name for h in topo.hosts]
-    svc = ManagerService(MemoryStore(), FakeControllerFabric(topo), time.monotonic)
+    svc = ManagerService(MemoryStore(), FakeController(topo), time.monotonic)
     cond = threading.Condition()
     if release:
         svc.unlocked = functools.partial(released, cond)

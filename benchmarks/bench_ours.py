@@ -4,9 +4,9 @@ Run with ``.venv/bin/python benchmarks/bench_ours.py`` (``--quick`` skips the
 1M-flow and fat-tree k=8 forced-LP runs, ``--full`` adds the k=8 all-to-all LPs,
 ``--validate`` validates the 1M-flow routings).  Three tables:
 
-* quality: per workload, ``lp`` = ``lp_max_link_util`` (sum over phases of
+* quality: per workload, ``lp`` = ``lp_max_link_busy`` (sum over phases of
   repeat x lambda), ``1path`` = the single-path lower bound, and
-  ``max_link_util`` of ours and of D-mod-K as ratios to ``lp``.  ``ours/lp``
+  ``max_link_busy`` of ours and of D-mod-K as ratios to ``lp``.  ``ours/lp``
   must be at most 1.10 unless ``1path/lp`` already exceeds 1.10 (no single-path
   routing can do better: flagged ``impossible``); ``proven`` means ours is the
   optimum over single shortest paths (every part at its bound or solved by MILP);
@@ -27,7 +27,7 @@ from sdnmpi.catalog import load_pattern, load_topology
 from sdnmpi.core import placement, workloads
 from sdnmpi.core.generators import fat_tree
 from sdnmpi.core.routing import Demands, Fabric, route, validate
-from sdnmpi.core.routing.bound import max_link_util, pattern_bound
+from sdnmpi.core.routing.bound import max_link_busy, pattern_bound
 from sdnmpi.errors import RoutingError
 from sdnmpi.formats.pfprof import recorded_placement
 
@@ -79,7 +79,7 @@ def trace_case(f: Fabric, path: Path) -> tuple[Fabric, Demands]:
 
 def dmodk_util(f: Fabric, d: Demands) -> float:
     try:
-        return max_link_util(f, d, route("dmodk", f, d)).total_s
+        return max_link_busy(f, d, route("dmodk", f, d)).total_s
     except (ImportError, RoutingError):
         return float("nan")
 
@@ -97,9 +97,9 @@ def quality() -> None:
         r = route("ours", f, d)
         t_ours = time.perf_counter() - t0
         validate(f, d, r, shortest=True, valley_free=True)
-        lp = pb.lp_max_link_util_s
-        ours = max_link_util(f, d, r).total_s / lp
-        one = pb.single_path_max_link_util_s / lp
+        lp = pb.lp_max_link_busy_s
+        ours = max_link_busy(f, d, r).total_s / lp
+        one = pb.single_path_max_link_busy_s / lp
         dmodk = dmodk_util(f, d) / lp
         notes = []
         if one > 1.10:
@@ -139,9 +139,9 @@ def speed(check: bool) -> None:
             t0 = time.perf_counter()
             validate(f, d, r, shortest=True, valley_free=True)
             line += f"; validate {time.perf_counter() - t0:.2f} s"
-        util = max_link_util(f, d, r).total_s
+        util = max_link_busy(f, d, r).total_s
         where = "at a proven bound" if r.meta["proven_optimal"] else "not proven optimal"
-        print(f"{line}; max_link_util {util:.4g} s ({where})")
+        print(f"{line}; max_link_busy {util:.4g} s ({where})")
 
 
 def lp_sizes(quick: bool, full: bool) -> None:
@@ -162,7 +162,7 @@ def lp_sizes(quick: bool, full: bool) -> None:
         t0 = time.perf_counter()
         auto = pattern_bound(f, d, single_path=False)
         t_auto = time.perf_counter() - t0
-        assert abs(auto.lp_max_link_util_s / forced.lp_max_link_util_s - 1) < 1e-6
+        assert abs(auto.lp_max_link_busy_s / forced.lp_max_link_busy_s - 1) < 1e-6
         nvars = max((p.lp_vars for p in solved), default=0)
         nrows = max((p.lp_rows for p in solved), default=0)
         print(f"{name:46s} {len(solved):4d} {nvars:8d} {nrows:8d} {highs:8.2f} {t_auto:7.3f}")
@@ -174,7 +174,7 @@ def main() -> None:
     parser.add_argument("--validate", action="store_true", help="validate the 1M-flow routings")
     parser.add_argument("--full", action="store_true", help="also force the k=8 all-to-all LPs")
     args = parser.parse_args()
-    print("== quality: max_link_util / lp_max_link_util ==")
+    print("== quality: max_link_busy / lp_max_link_busy ==")
     quality()
     if not args.quick:
         print("\n== speed ==")

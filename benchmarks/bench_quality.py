@@ -9,7 +9,7 @@ placement they recorded, and Allreduce / Bcast / Alltoall (1 MiB) on
 ``allreduce28`` and on k-ary fat-trees (k=4, k=8) with one rank per host.
 
 For each workload and router it prints the simulated communication time, the
-speedup over D-mod-K, and ``max_link_util / lp_max_link_util`` (1.0 = the LP
+speedup over D-mod-K, and ``max_link_busy_s / lp_max_link_busy_s`` (1.0 = the LP
 optimum, the best any routing could do).  The summary checks the issue's
 targets for ``ours``: ratio <= 1.10 (or the single-path bound, where the LP's
 fractional optimum cannot be reached by any one-path-per-pair routing) and never
@@ -93,11 +93,11 @@ def main() -> None:
             speed = f"{r.speedup_vs_dmodk:.3f}" if r.speedup_vs_dmodk is not None else "-"
             print(
                 f"{r.workload[:42]:42s} {r.topology[:12]:12s} {r.router:18s} {r.comm_time_s:10.4g} "
-                f"{speed:>8s} {r.util_ratio:8.3f} {r.route_time_s:8.3f}"
+                f"{speed:>8s} {r.bound_ratio:8.3f} {r.route_time_s:8.3f}"
             )
         sp = (
-            rows[0].single_path_bound / rows[0].lp_max_link_util
-            if rows[0].lp_max_link_util
+            rows[0].single_path_bound_s / rows[0].lp_max_link_busy_s
+            if rows[0].lp_max_link_busy_s
             else 1.0
         )
         print(f"{'':42s} {'':12s} {'(single-path bound)':18s} {'':10s} {'':>8s} {sp:8.3f}")
@@ -109,18 +109,18 @@ def _summary(rows: list[evaluation.RouterResult], elapsed: float) -> None:
     if not rows:
         return
     print(f"\nours on {len(rows)} workloads ({elapsed:.0f} s):")
-    worst = max(rows, key=lambda r: r.util_ratio)
-    print(f"  worst util/LP: {worst.util_ratio:.3f} ({worst.workload} on {worst.topology})")
+    worst = max(rows, key=lambda r: r.bound_ratio)
+    print(f"  worst util/LP: {worst.bound_ratio:.3f} ({worst.workload} on {worst.topology})")
     for r in rows:
-        sp = r.single_path_bound / r.lp_max_link_util if r.lp_max_link_util else 1.0
+        sp = r.single_path_bound_s / r.lp_max_link_busy_s if r.lp_max_link_busy_s else 1.0
         target = max(TARGET, sp)
-        ok = r.util_ratio <= target + 1e-9
+        ok = r.bound_ratio <= target + 1e-9
         slower = r.speedup_vs_dmodk is not None and r.speedup_vs_dmodk < 1 - 1e-9
         flag = "ok" if ok and not slower else "MISSED"
         gap = f" (single-path bound {sp:.3f})" if sp > TARGET else ""
         speed = f"{r.speedup_vs_dmodk:.3f}x" if r.speedup_vs_dmodk is not None else "-"
         print(
-            f"  {flag:6s} {r.workload[:40]:40s} util/LP {r.util_ratio:.3f}{gap}, vs dmodk {speed}"
+            f"  {flag:6s} {r.workload[:40]:40s} util/LP {r.bound_ratio:.3f}{gap}, vs dmodk {speed}"
         )
 
 

@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from sdnmpi.emu import agents, runner
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.sim import simulate
 from sdnmpi.testing import waits
+from sdnmpi.wire import controller_api
 
 ROOT = Path(__file__).resolve().parent.parent
 GBPS = 1e9
@@ -112,23 +112,14 @@ class Controller:
                 return
 
     def api(self, request: dict[str, Any], timeout_s: float = 60) -> tuple[dict[str, Any], float]:
-        """One JSON-lines request; (reply, seconds from send to confirmed reply)."""
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout_s)
-            s.connect(str(self.api_path))
-            t0 = time.monotonic()
-            s.sendall(json.dumps(request).encode() + b"\n")
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-            elapsed = time.monotonic() - t0
-        reply = json.loads(data)
-        if not reply.get("ok"):
-            raise RuntimeError(f"{request['op']} {request['job_id']}: {reply}")
-        return reply, elapsed
+        """One request (docs/controller-api.md); (reply, seconds from send to confirmed
+        reply).  RuntimeError when the controller cannot be asked or refuses."""
+        client = controller_api.Client(self.api_path, timeout_s=timeout_s)
+        try:
+            reply = client.request(request)
+        except controller_api.ControllerApiError as exc:
+            raise RuntimeError(str(exc)) from None
+        return reply, client.last_seconds
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@
 The emulated fabric's userspace switches add tens of microseconds of jitter to a
 message, which hides a cost of a few microseconds either way.  Here two network
 namespaces share a direct link; each runs a node agent with the eBPF tagger on
-its end (the agent's own job slot, :class:`~sdnmpi.node.agent.LocalHub`: no
+its end (the agent's own job slot, :class:`~sdnmpi.node.agent.LocalTagHub`: no
 controller), and ``build/bpf/accept.bpf.o`` on each ingress accepts the tagged
 frames that a last-hop switch would have restored.  Open MPI ranks are launched
 through a fake ssh, as on the emulated fabric.

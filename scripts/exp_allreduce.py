@@ -147,7 +147,7 @@ def gains(fabric: Fabric, pat: Any, hosts: Sequence[str]) -> Placed:
     demands = Demands.from_pattern(fabric, pat, Placement(tuple(hosts)))
     t_dmodk = simulate(fabric, demands, route("dmodk", fabric, demands)).total_s
     bound = lp.pattern_bound(fabric, demands)
-    single, split = bound.single_path_max_link_util_s, bound.lower_bound_s
+    single, split = bound.single_path_max_link_busy_s, bound.lower_bound_s
     return Placed(
         tuple(hosts),
         t_dmodk / single if single > 0 else 1.0,

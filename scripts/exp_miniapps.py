@@ -225,7 +225,7 @@ def gains(fabric: Fabric, demands: Demands) -> dict[str, float]:
 
     return {
         "bound_gain": over(bound.lower_bound_s),
-        "single_path_gain": over(bound.single_path_max_link_util_s),
+        "single_path_gain": over(bound.single_path_max_link_busy_s),
         "ours_gain": over(t_ours),
     }
 

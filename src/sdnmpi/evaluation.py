@@ -41,7 +41,7 @@ from sdnmpi.errors import ConfigError
 from sdnmpi.sim import IDEAL, Protocol, simulate
 
 Granularity = Literal["job", "phase"]
-SCHEMA = "sdnmpi.evaluation/1"
+SCHEMA = "sdnmpi.evaluation/2"
 BASELINE = "dmodk"
 
 
@@ -62,10 +62,10 @@ class RouterResult:
     workload: str
     topology: str
     comm_time_s: float
-    max_link_util: float
-    lp_max_link_util: float
+    max_link_busy_s: float
+    lp_max_link_busy_s: float
     lower_bound_s: float
-    single_path_bound: float
+    single_path_bound_s: float
     route_time_s: float
     sim_time_s: float
     flows: int
@@ -78,9 +78,11 @@ class RouterResult:
     protocol: str = IDEAL.spec
 
     @property
-    def util_ratio(self) -> float:
-        """``max_link_util / lp_max_link_util`` (1.0 is optimal)."""
-        return self.max_link_util / self.lp_max_link_util if self.lp_max_link_util > 0 else 1.0
+    def bound_ratio(self) -> float:
+        """``max_link_busy_s / lp_max_link_busy_s`` (1.0 is optimal)."""
+        return (
+            self.max_link_busy_s / self.lp_max_link_busy_s if self.lp_max_link_busy_s > 0 else 1.0
+        )
 
     @property
     def time_ratio(self) -> float:
@@ -88,17 +90,17 @@ class RouterResult:
         return self.comm_time_s / self.lower_bound_s if self.lower_bound_s > 0 else 1.0
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON record (docs/cli-json.md, ``sdnmpi.evaluation/1``)."""
+        """The JSON record (docs/cli-json.md, ``sdnmpi.evaluation/2``)."""
         return {
             "router": self.router,
             "workload": self.workload,
             "topology": self.topology,
             "comm_time_s": self.comm_time_s,
             "speedup_vs_dmodk": self.speedup_vs_dmodk,
-            "max_link_util": self.max_link_util,
-            "lp_max_link_util": self.lp_max_link_util,
-            "util_ratio": self.util_ratio,
-            "single_path_bound": self.single_path_bound,
+            "max_link_busy_s": self.max_link_busy_s,
+            "lp_max_link_busy_s": self.lp_max_link_busy_s,
+            "bound_ratio": self.bound_ratio,
+            "single_path_bound_s": self.single_path_bound_s,
             "lower_bound_s": self.lower_bound_s,
             "time_ratio": self.time_ratio,
             "max_link_bytes": self.max_link_bytes,
@@ -212,17 +214,17 @@ def _one(
         protocol=options.protocol,
     )
     t3 = clock()
-    util = lp.max_link_util(fabric, demands, routing)
+    util = lp.max_link_busy(fabric, demands, routing)
     busiest = int(np.argmax(sim.arc_bytes)) if len(sim.arc_bytes) else 0
     return RouterResult(
         router=name,
         workload=workload,
         topology=fabric.topology.name,
         comm_time_s=sim.total_s,
-        max_link_util=util.total_s,
-        lp_max_link_util=bound.lp_max_link_util_s,
+        max_link_busy_s=util.total_s,
+        lp_max_link_busy_s=bound.lp_max_link_busy_s,
         lower_bound_s=bound.lower_bound_s,
-        single_path_bound=bound.single_path_max_link_util_s,
+        single_path_bound_s=bound.single_path_max_link_busy_s,
         route_time_s=t1 - t0,
         sim_time_s=t3 - t2,
         flows=len(demands),

@@ -15,14 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdnmpi.node.bpf import (
-    ConnContext,
-    Counters,
-    FourTuple,
-    ProgramRejectedError,
-    Tagger,
-    TaggerError,
-)
+from sdnmpi.node.bpf import ConnContext, Counters, FourTuple, Tagger
+from sdnmpi.node.libbpf import BpfError, ProgramRejectedError
 from sdnmpi.wire import MAX_JOB_SLOT, MAX_RANK, Primitive, Tag, decode
 from tests.bpf import frames
 from tests.bpf.conftest import REPO, need_root
@@ -185,7 +179,7 @@ def test_remove_connection_and_context(tagger: Tagger) -> None:
     run_unchanged(tagger, frame)
     assert tagger.counters() == only(not_mpi=1, no_context=1)
     tagger.create_context(CTX.ctx_slot)  # the slot can be reused
-    with pytest.raises(TaggerError, match="not created"):
+    with pytest.raises(BpfError, match="not created"):
         tagger.remove_context(7)
 
 
@@ -227,32 +221,32 @@ def test_repeated_runs_count_every_run(tagger: Tagger) -> None:
     assert result.frame[:6] == Tag(9, Primitive.ALLREDUCE, 1, 2).encode()
     assert result.duration_ns > 0
     assert tagger.counters() == only(tagged=1000)
-    with pytest.raises(TaggerError, match="repeat=0"):
+    with pytest.raises(BpfError, match="repeat=0"):
         tagger.test_run(frames.tcp_frame(A, B, 41000, 5001), repeat=0)
 
 
 def test_bad_inputs_are_clear_errors(tagger: Tagger) -> None:
-    with pytest.raises(TaggerError, match="does not exist"):
+    with pytest.raises(BpfError, match="does not exist"):
         tagger.attach("sdnmpi-no-such0")
-    with pytest.raises(TaggerError, match="ctx_slot=1024"):
+    with pytest.raises(BpfError, match="ctx_slot=1024"):
         tagger.create_context(1024)
     tagger.create_context(1)
-    with pytest.raises(TaggerError, match="already in use"):
+    with pytest.raises(BpfError, match="already in use"):
         tagger.create_context(1)
-    with pytest.raises(TaggerError, match="not an IPv4 address"):
+    with pytest.raises(BpfError, match="not an IPv4 address"):
         FourTuple("10.0.0.300", B, 1, 2)
-    with pytest.raises(TaggerError, match="not a TCP port"):
+    with pytest.raises(BpfError, match="not a TCP port"):
         FourTuple(A, B, 70000, 2)
-    with pytest.raises(TaggerError, match="job_slot=0"):
+    with pytest.raises(BpfError, match="job_slot=0"):
         ConnContext(0, 1, 2, 3)
-    with pytest.raises(TaggerError, match="src_rank=4096"):
+    with pytest.raises(BpfError, match="src_rank=4096"):
         ConnContext(1, 4096, 2, 3)
-    with pytest.raises(TaggerError, match="Ethernet header"):
+    with pytest.raises(BpfError, match="Ethernet header"):
         tagger.test_run(b"\x00" * 10)
 
 
 def test_missing_object_file(tmp_path: Path) -> None:
-    with pytest.raises(TaggerError, match="not found"):
+    with pytest.raises(BpfError, match="not found"):
         Tagger(tmp_path / "nope.bpf.o")
 
 

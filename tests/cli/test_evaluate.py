@@ -37,7 +37,7 @@ def test_evaluate_json_matches_golden_file(capsys):
     code, out, err = run(capsys, *ARGS)
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["schema"] == "sdnmpi.evaluation/1"
+    assert doc["schema"] == "sdnmpi.evaluation/2"
     for rec in doc["records"]:
         for key in TIMINGS:
             assert rec.pop(key) >= 0
@@ -56,8 +56,8 @@ def test_evaluate_records_are_consistent(capsys):
         for r in ("dmodk", "ecmp", "minhop", "ours")
     }
     for r in records:
-        assert r["lp_max_link_util"] <= r["max_link_util"] * (1 + 1e-6)
-        assert r["lp_max_link_util"] <= r["single_path_bound"] * (1 + 1e-6)
+        assert r["lp_max_link_busy_s"] <= r["max_link_busy_s"] * (1 + 1e-6)
+        assert r["lp_max_link_busy_s"] <= r["single_path_bound_s"] * (1 + 1e-6)
         assert r["lower_bound_s"] <= r["comm_time_s"] * (1 + 1e-6)
         if r["router"] == "dmodk":
             assert r["speedup_vs_dmodk"] == pytest.approx(1.0)
@@ -147,10 +147,10 @@ def test_phase_granularity_and_rank_mode(capsys, mode: str):
     phase = json.loads(run(capsys, *argv, "--granularity", "phase")[1])["records"]
     for recs in (job, phase):
         for r in recs:
-            assert r["lp_max_link_util"] <= r["max_link_util"] * (1 + 1e-6)
+            assert r["lp_max_link_busy_s"] <= r["max_link_busy_s"] * (1 + 1e-6)
             assert r["lower_bound_s"] <= r["comm_time_s"] * (1 + 1e-6)
     # D-mod-K is oblivious: the same paths whatever the granularity
-    assert job[0]["max_link_util"] == pytest.approx(phase[0]["max_link_util"])
+    assert job[0]["max_link_busy_s"] == pytest.approx(phase[0]["max_link_busy_s"])
 
 
 def test_timeline_csv_per_router(capsys, tmp_path: Path):

@@ -14,7 +14,7 @@ from sdnmpi.controller.packets import ipv4
 from sdnmpi.core.generators import fat_tree, leaf_spine
 from sdnmpi.core.routing import Demands, Fabric, Routing, route
 from sdnmpi.core.topology import Topology
-from sdnmpi.testing import FakeFabric, Trace, discover
+from sdnmpi.testing import FakeOFNetwork, Trace, discover
 
 TOPOLOGIES: dict[str, Callable[[], Topology]] = {
     "leaf_spine": lambda: leaf_spine(2, 4, 2),
@@ -29,7 +29,7 @@ class Setup:
 
     topo: Topology
     planner: Planner
-    fabric: FakeFabric
+    fabric: FakeOFNetwork
     messages: list[Message]
 
     def send(self, messages: list[Message]) -> list[Message]:
@@ -45,7 +45,7 @@ class Setup:
 
 def steady(topo: Topology, router: str = "dmodk", **config: object) -> Setup:
     planner = Planner(topo, PlannerConfig(router=router, **config))  # type: ignore[arg-type]
-    fabric = FakeFabric(topo)
+    fabric = FakeOFNetwork(topo)
     messages = discover(planner, topo)
     fabric.apply(messages)
     return Setup(topo, planner, fabric, messages)

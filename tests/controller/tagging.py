@@ -11,7 +11,7 @@ from sdnmpi.controller.packets import Packet, ipv4
 from sdnmpi.controller.primitives import Collective
 from sdnmpi.core.collectives import expand
 from sdnmpi.core.topology import Topology
-from sdnmpi.testing import FakeFabric, Trace
+from sdnmpi.testing import FakeOFNetwork, Trace
 from sdnmpi.wire.tag import Tag
 from tests.controller.conftest import Setup
 
@@ -41,7 +41,7 @@ def tag_rules(rules: list[FlowRule], job_id: int | None = None) -> list[FlowRule
     ]
 
 
-def tag_load(fabric: FakeFabric) -> Counter[int]:
+def tag_load(fabric: FakeOFNetwork) -> Counter[int]:
     """Tag rules held per switch."""
     return Counter(r.dpid for r in tag_rules(fabric.rules()))
 

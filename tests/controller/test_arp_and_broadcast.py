@@ -7,7 +7,7 @@ import pytest
 from sdnmpi.controller import Message, PacketOut, Planner, PlannerConfig
 from sdnmpi.controller.flows import BROADCAST_MAC, ETH_TYPE_IPV4, OFPP_CONTROLLER
 from sdnmpi.controller.packets import Packet, arp_request, decode, ipv4
-from sdnmpi.testing import FakeFabric, discover
+from sdnmpi.testing import FakeOFNetwork, discover
 from tests.controller.conftest import Setup, steady
 
 
@@ -51,7 +51,7 @@ def test_hosts_are_learned_from_arp_then_answered_milk():
 
     topo = load_topology("milk")
     planner = Planner(topo, PlannerConfig(expect_model_hosts=False))
-    fab = FakeFabric(topo)
+    fab = FakeOFNetwork(topo)
     fab.apply(discover(planner, topo, hosts=False))
     assert planner.default_routes() == ()
     ips = {h.name: f"10.1.0.{i + 1}" for i, h in enumerate(topo.hosts)}

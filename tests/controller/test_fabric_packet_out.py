@@ -1,4 +1,4 @@
-"""FakeFabric extensions used by the tagged-routing tests: the packet as delivered
+"""FakeOFNetwork extensions used by the tagged-routing tests: the packet as delivered
 (after ``set_field``) and following a controller's packet-out.
 
 ``leaf_spine(2, 2, 1)``: h1 on leaf1 (dpid 1, port 1), h2 on leaf2 (dpid 2, port 1);
@@ -12,15 +12,15 @@ import pytest
 from sdnmpi.controller.flows import FlowRule, Match, Output, PacketOut, SetField
 from sdnmpi.controller.packets import ipv4
 from sdnmpi.core.generators import leaf_spine
-from sdnmpi.testing import FakeFabric, FakeFabricError, Step
+from sdnmpi.testing import FakeOFNetwork, FakeOFNetworkError, Step
 
 TOPO = leaf_spine(2, 2, 1)
 H1, H2 = TOPO.host("h1").mac, TOPO.host("h2").mac
 TAG = "a6:02:30:02:00:39"
 
 
-def _fabric() -> FakeFabric:
-    fab = FakeFabric(TOPO)
+def _fabric() -> FakeOFNetwork:
+    fab = FakeOFNetwork(TOPO)
     m = Match(eth_dst=TAG)
     fab.apply(
         [
@@ -55,7 +55,7 @@ def test_packet_out_is_followed_from_its_port():
 
 def test_packet_out_errors():
     fab = _fabric()
-    with pytest.raises(FakeFabricError, match="dpid 9"):
+    with pytest.raises(FakeOFNetworkError, match="dpid 9"):
         fab.trace_packet_out(PacketOut(9, 1, ipv4(H1, TAG).encode()))
-    with pytest.raises(FakeFabricError, match="cannot be decoded"):
+    with pytest.raises(FakeOFNetworkError, match="cannot be decoded"):
         fab.trace_packet_out(PacketOut(1, 3, b"\x00" * 4))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sdnmpi.controller import Barrier, FlowRule, Match, Output, Planner, PlannerConfig, cookies
 from sdnmpi.core.generators import fat_tree, leaf_spine
 from sdnmpi.core.routing import Demands, Fabric, route
-from sdnmpi.testing import FakeFabric, discover
+from sdnmpi.testing import FakeOFNetwork, discover
 from tests.controller.conftest import steady
 
 
@@ -85,7 +85,7 @@ def test_batches_end_with_barriers():
     topo = fat_tree(4)
     planner = Planner(topo, PlannerConfig(batch_size=7))
     out = discover(planner, topo)
-    fab = FakeFabric(topo)
+    fab = FakeOFNetwork(topo)
     fab.apply(out)
     pending: dict[int, int] = {}
     for msg in out:
@@ -125,7 +125,7 @@ def test_host_move_updates_delivery_and_routes():
 def test_planner_without_a_model_names_what_it_discovers():
     topo = leaf_spine(2, 2, 1)
     planner = Planner()
-    fab = FakeFabric(topo)
+    fab = FakeOFNetwork(topo)
     fab.apply(discover(planner, topo))
     live = planner.live_topology()
     assert live is not None
@@ -138,9 +138,9 @@ def test_planner_without_a_model_names_what_it_discovers():
 
 
 def test_event_by_event_and_coalesced_discovery_end_in_the_same_tables(topo):
-    each = FakeFabric(topo)
+    each = FakeOFNetwork(topo)
     each.apply(discover(Planner(topo), topo, each=True))
-    once = FakeFabric(topo)
+    once = FakeOFNetwork(topo)
     once.apply(discover(Planner(topo), topo))
     assert each.snapshot() == once.snapshot()
 
@@ -158,7 +158,7 @@ def test_sync_false_defers_the_messages():
 def test_model_hosts_are_routed_before_they_are_seen():
     topo = leaf_spine(2, 2, 2)
     planner = Planner(topo)
-    fab = FakeFabric(topo)
+    fab = FakeOFNetwork(topo)
     fab.apply(discover(planner, topo, hosts=False))
     from sdnmpi.controller.packets import ipv4
 

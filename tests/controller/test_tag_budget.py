@@ -13,7 +13,7 @@ import pytest
 
 from sdnmpi.controller.primitives import PRIORITY_TAG, PRIORITY_TAG_DST, Collective, dst_match
 from sdnmpi.core.generators import fat_tree, leaf_spine
-from sdnmpi.testing.fabric import matches
+from sdnmpi.testing.ofnetwork import matches
 from sdnmpi.wire.tag import Primitive
 from tests.controller.conftest import Setup, steady
 from tests.controller.tagging import send, tag, tag_load, tag_rules, tagged, world_flows

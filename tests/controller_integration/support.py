@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +16,7 @@ from sdnmpi.core.topology import Topology
 from sdnmpi.emu import runner
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT, FabricPlan, make_plan
 from sdnmpi.testing.waits import free_port, wait_for
+from sdnmpi.wire import controller_api
 from tests.emu.support import assert_clean, daemon_pids, ofctl, sdnmpi, unique_name
 
 DEFAULT_COOKIE = "cookie=0x5d03"
@@ -116,17 +115,5 @@ def port_packets(plan: FabricPlan, bridge: str) -> int:
 
 
 def api(ctl: Controller, request: dict[str, object]) -> dict[str, object]:
-    """One JSON-lines request to the controller's job-routes socket."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(20)
-        s.connect(str(ctl.api_path))
-        s.sendall(json.dumps(request).encode() + b"\n")
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    reply = json.loads(data)
-    assert isinstance(reply, dict)
-    return reply
+    """One request to the controller's API socket; its reply, ``ok`` or not."""
+    return controller_api.Client(ctl.api_path, timeout_s=20).send(dict(request))

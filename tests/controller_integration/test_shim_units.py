@@ -8,7 +8,7 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser  # type: ignore[import-untyped]
 from os_ken.ofproto.ofproto_protocol import ProtocolDesc  # type: ignore[import-untyped]
 
-from sdnmpi.controller import oskenapp
+from sdnmpi.controller import ofcodec
 from sdnmpi.controller.flows import FlowRule, Match, PacketOut, SetField
 from sdnmpi.controller.packets import arp_request
 from sdnmpi.controller.planner import Planner
@@ -49,16 +49,16 @@ def test_every_planner_rule_round_trips_through_os_ken_messages():
     _, rules = _full_planner()
     assert len(rules) > 20
     for rule in rules:
-        mod = oskenapp.flow_mod(dp, rule)
+        mod = ofcodec.flow_mod(dp, rule)
         mod.serialize()
         assert mod.command == ofproto_v1_3.OFPFC_ADD
-        assert oskenapp.rule_from_stats(rule.dpid, _stats_of(mod)) == rule
+        assert ofcodec.rule_from_stats(rule.dpid, _stats_of(mod)) == rule
 
 
 def test_deletes_use_any_port_and_group():
     dp = _dp()
     rule = FlowRule(1, 255, cookie=0x5D << 56, cookie_mask=0xFF << 56, command="delete")
-    mod = oskenapp.flow_mod(dp, rule)
+    mod = ofcodec.flow_mod(dp, rule)
     mod.serialize()
     assert (mod.command, mod.out_port, mod.out_group) == (
         ofproto_v1_3.OFPFC_DELETE,
@@ -67,7 +67,7 @@ def test_deletes_use_any_port_and_group():
     )
     assert (mod.cookie, mod.cookie_mask, mod.instructions) == (0x5D << 56, 0xFF << 56, [])
     strict = FlowRule(1, 0, 100, Match(eth_dst="02:00:00:00:00:01"), command="delete_strict")
-    assert oskenapp.flow_mod(dp, strict).command == ofproto_v1_3.OFPFC_DELETE_STRICT
+    assert ofcodec.flow_mod(dp, strict).command == ofproto_v1_3.OFPFC_DELETE_STRICT
 
 
 def test_set_field_and_l4_match_encode():
@@ -79,15 +79,15 @@ def test_set_field_and_l4_match_encode():
         Match(eth_type=0x0800, ip_proto=17, tp_dst=5001),
         (SetField("eth_dst", "02:00:00:00:00:09"),),
     )
-    mod = oskenapp.flow_mod(dp, rule)
+    mod = ofcodec.flow_mod(dp, rule)
     mod.serialize()
     assert dict(mod.match.items())["udp_dst"] == 5001
-    assert oskenapp.rule_from_stats(1, _stats_of(mod)) == rule
+    assert ofcodec.rule_from_stats(1, _stats_of(mod)) == rule
 
 
 def test_packet_out_carries_an_ipv4_arp_frame():
     po = PacketOut(1, 2, arp_request("02:00:00:00:00:01", "10.0.0.1", "10.0.0.2").encode())
-    msg = oskenapp.packet_out(_dp(), po)
+    msg = ofcodec.packet_out(_dp(), po)
     msg.serialize()
     assert msg.in_port == ofproto_v1_3.OFPP_CONTROLLER
     assert msg.data[16:18] == b"\x08\x00"  # ARP protocol type IPv4 on the wire

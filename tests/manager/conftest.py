@@ -14,7 +14,7 @@ from sdnmpi.core.generators import leaf_spine
 from sdnmpi.core.pattern import Pattern, Phase
 from sdnmpi.core.topology import Topology
 from sdnmpi.formats import native
-from sdnmpi.manager.fake import FakeControllerFabric
+from sdnmpi.manager.fake import FakeController
 from sdnmpi.manager.memory import MemoryStore
 from sdnmpi.manager.model import Caller
 from sdnmpi.manager.service import ManagerService
@@ -54,8 +54,8 @@ def topo() -> Topology:
 
 
 @pytest.fixture
-def fabric(topo: Topology) -> FakeControllerFabric:
-    return FakeControllerFabric(topo)
+def controller(topo: Topology) -> FakeController:
+    return FakeController(topo)
 
 
 @pytest.fixture
@@ -100,5 +100,5 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 
 @pytest.fixture
-def service(store: Store, fabric: FakeControllerFabric, clock: FakeClock) -> ManagerService:
-    return ManagerService(store, fabric, clock)
+def service(store: Store, controller: FakeController, clock: FakeClock) -> ManagerService:
+    return ManagerService(store, controller, clock)

@@ -24,8 +24,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def manager(sock_dir: Path, fabric) -> Iterator[str]:
-    r = Running(sock_dir, fabric, sock_dir / "cli.db")
+def manager(sock_dir: Path, controller) -> Iterator[str]:
+    r = Running(sock_dir, controller, sock_dir / "cli.db")
     yield str(sock_dir / "root.sock")
     r.stop()
 

@@ -1,4 +1,5 @@
-"""The controller adapter against a stand-in JSON-lines server on a Unix socket."""
+"""The controller adapter against the controller's real API handler, in process on a Unix
+socket (its planner on the fake OpenFlow network)."""
 
 from __future__ import annotations
 
@@ -15,28 +16,50 @@ from typing import Any
 
 import pytest
 
+from sdnmpi.controller import Planner, PlannerConfig
+from sdnmpi.controller.api import ApiHandler
 from sdnmpi.core.topology import Topology
-from sdnmpi.formats.native import topology_to_dict
 from sdnmpi.manager.client import ManagerClient
-from sdnmpi.manager.controller import ControllerFabric
+from sdnmpi.manager.controller_client import ControllerClient
 from sdnmpi.manager.model import Kind, ManagerError
-from sdnmpi.testing import FakeClock
+from sdnmpi.testing import FakeClock, FakeOFNetwork, discover
 from sdnmpi.wire import manager_pb2 as pb
+from sdnmpi.wire.controller_api import encode_pairs
 from tests.manager.test_server import write_pattern
 
 
-class StandIn:
-    """Answers the controller's ops the way ``oskenapp.api_request`` does."""
+class InProcessController:
+    """The controller's real API handler (:class:`ApiHandler`) over a planner and the fake
+    OpenFlow network, served on a Unix socket in this process (no os-ken, no switches).
+
+    ``fail``: answer every request with this error instead (a controller refusing all);
+    :meth:`restart`: a controller restarted without its state file."""
 
     def __init__(self, path: Path, topo: Topology) -> None:
         self.topo = topo
-        self.jobs: dict[str, dict[str, list[str]]] = {}
         self.requests: list[dict[str, Any]] = []
         self.fail: str | None = None
+        self.last: dict[str, Any] = {}
+        self.lock = threading.Lock()
+        self.restart()
         self.server = socket.socket(socket.AF_UNIX)
         self.server.bind(str(path))
         self.server.listen(8)
         threading.Thread(target=self._loop, daemon=True).start()
+
+    def restart(self) -> None:
+        with self.lock:
+            self.network = FakeOFNetwork(self.topo)
+            self.planner = Planner(self.topo, PlannerConfig(router="dmodk"))
+            self.network.apply(discover(self.planner, self.topo))
+            self.api = ApiHandler(self.planner)
+            self.api.synced = True
+
+    @property
+    def jobs(self) -> dict[str, dict[str, list[str]]]:
+        """The job routes the controller holds, as its ``jobs`` reply has them."""
+        with self.lock:
+            return {str(job): encode_pairs(p) for job, p in self.api.job_pairs.items()}
 
     def _loop(self) -> None:
         while True:
@@ -54,34 +77,23 @@ class StandIn:
         self.requests.append(req)
         if self.fail:
             return {"ok": False, "error": self.fail}
-        op = req["op"]
-        if op == "topology":
-            return {"ok": True, "topology": topology_to_dict(self.topo)}
-        if op == "jobs":
-            return {"ok": True, "jobs": self.jobs}
-        if op == "install_job":
-            self.jobs[str(req["job_id"])] = req["pairs"]
-            return {
-                "ok": True,
-                "job_id": req["job_id"],
-                "flow_mods": 6,
-                "switches": 3,
-                "seconds": 0.01,
-            }
-        self.jobs.pop(str(req["job_id"]), None)
-        return {"ok": True, "job_id": req["job_id"], "flow_mods": 0, "switches": 0, "seconds": 0.0}
+        with self.lock:
+            answer = self.api.handle(json.dumps(req).encode())
+            self.network.apply(answer.messages)
+            self.last = answer.complete(True, 0.0)
+            return self.last
 
 
 @pytest.fixture
-def standin(sock_dir: Path, topo: Topology) -> Iterator[StandIn]:
-    s = StandIn(sock_dir / "ctl.sock", topo)
+def standin(sock_dir: Path, topo: Topology) -> Iterator[InProcessController]:
+    s = InProcessController(sock_dir / "ctl.sock", topo)
     yield s
     s.server.close()
 
 
-def test_ops_round_trip(standin: StandIn, sock_dir: Path, topo: Topology):
+def test_ops_round_trip(standin: InProcessController, sock_dir: Path, topo: Topology):
     clock = FakeClock()
-    ctl = ControllerFabric(sock_dir / "ctl.sock", clock=clock)
+    ctl = ControllerClient(sock_dir / "ctl.sock", clock=clock)
     assert [h.name for h in ctl.topology().hosts] == [h.name for h in topo.hosts]
     ctl.topology()
     assert [r["op"] for r in standin.requests] == ["topology"]  # cached
@@ -90,7 +102,11 @@ def test_ops_round_trip(standin: StandIn, sock_dir: Path, topo: Topology):
     assert len(standin.requests) == 2
     path = ["h1", "leaf1", "spine1", "leaf2", "h5"]
     result = ctl.install(4, {("h1", "h5"): path})
-    assert (result.flow_mods, result.switches) == (6, 3)
+    assert (result.flow_mods, result.switches) == (
+        standin.last["flow_mods"],
+        standin.last["switches"],
+    )
+    assert result.flow_mods > 0
     assert standin.requests[-1] == {"op": "install_job", "job_id": 4, "pairs": {"h1>h5": path}}
     assert ctl.jobs() == {4: {("h1", "h5"): path}}
     ctl.remove(4)
@@ -100,13 +116,13 @@ def test_ops_round_trip(standin: StandIn, sock_dir: Path, topo: Topology):
     assert [r["op"] for r in standin.requests[before:]] == ["jobs"]
 
 
-def test_refusal_and_absence_are_unavailable(standin: StandIn, sock_dir: Path):
+def test_refusal_and_absence_are_unavailable(standin: InProcessController, sock_dir: Path):
     standin.fail = "the fabric is not discovered yet"
-    ctl = ControllerFabric(sock_dir / "ctl.sock")
+    ctl = ControllerClient(sock_dir / "ctl.sock")
     with pytest.raises(ManagerError, match="not discovered") as exc:
         ctl.jobs()
     assert exc.value.kind is Kind.UNAVAILABLE
-    gone = ControllerFabric(sock_dir / "missing.sock")
+    gone = ControllerClient(sock_dir / "missing.sock")
     with pytest.raises(ManagerError, match=r"missing\.sock") as exc:
         gone.topology()
     assert exc.value.kind is Kind.UNAVAILABLE
@@ -151,7 +167,7 @@ def _stop(proc: subprocess.Popen[str]) -> str:
     return err
 
 
-def test_manager_run_command_against_the_stand_in(standin: StandIn, sock_dir: Path):
+def test_manager_run_command_against_the_controller(standin: InProcessController, sock_dir: Path):
     """``sdnmpi manager run`` end to end: routes reach the controller, SIGTERM ends it."""
     proc = _start_manager(sock_dir, "run")
     try:
@@ -169,7 +185,7 @@ def test_manager_run_command_against_the_stand_in(standin: StandIn, sock_dir: Pa
     assert proc.returncode == 0, err
 
 
-def test_sigkill_mid_job_then_restart(standin: StandIn, sock_dir: Path):
+def test_sigkill_mid_job_then_restart(standin: InProcessController, sock_dir: Path):
     """Issue 6's target: the manager is killed with SIGKILL during a job; after a restart
     the job's routes are known (reinstalled where the controller lost them) and removed
     at job end, leaving no flow behind."""
@@ -183,8 +199,13 @@ def test_sigkill_mid_job_then_restart(standin: StandIn, sock_dir: Path):
     routes = dict(standin.jobs)
     first.kill()
     _stop(first)
-    standin.jobs.clear()  # the controller restarted too, without its state
-    standin.jobs["77"] = {"h2>h6": ["h2", "leaf1", "spine2", "leaf2", "h6"]}  # not ours
+    standin.restart()  # the controller restarted too, without its state
+    other = {
+        "op": "install_job",
+        "job_id": 77,
+        "pairs": {"h2>h6": ["h2", "leaf1", "spine2", "leaf2", "h6"]},
+    }
+    assert standin.answer(other)["ok"]  # a job that is not the manager's
     second = _start_manager(sock_dir, "b")
     try:
         assert standin.jobs == routes

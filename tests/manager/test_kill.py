@@ -22,15 +22,15 @@ from sdnmpi.manager import planning
 from sdnmpi.manager.client import ManagerClient
 from sdnmpi.manager.model import JobState, ManagerError
 from sdnmpi.manager.sqlite import SqliteStore
-from tests.manager.test_controller import StandIn, _start_manager, _stop
+from tests.manager.test_controller import InProcessController, _start_manager, _stop
 from tests.manager.test_server import write_pattern
 
 KILLS = int(os.environ.get("SDNMPI_KILLS", "10"))
 NODES = ["h1", "h2", "h5", "h6"]
 
 
-class SlowStandIn(StandIn):
-    """The stand-in, taking 20 ms per install or remove (a controller at work)."""
+class SlowController(InProcessController):
+    """The controller, taking 20 ms more per install or remove (switches at work)."""
 
     def answer(self, req: dict[str, Any]) -> dict[str, Any]:
         if req.get("op") in ("install_job", "remove_job"):
@@ -60,7 +60,7 @@ def _collect(out: list[int], *args: Any) -> None:
     out.append(_jobs_loop(*args))
 
 
-def _leaks(db: Path, standin: StandIn) -> list[str]:
+def _leaks(db: Path, standin: InProcessController) -> list[str]:
     """Where the controller's job routes and the store disagree."""
     store = SqliteStore(db)
     try:
@@ -85,7 +85,7 @@ def _leaks(db: Path, standin: StandIn) -> list[str]:
 
 
 def test_sigkill_at_random_points_leaks_nothing(sock_dir: Path, topo):
-    standin = SlowStandIn(sock_dir / "ctl.sock", topo)
+    standin = SlowController(sock_dir / "ctl.sock", topo)
     pattern = write_pattern(sock_dir / "p.json", nprocs=4)
     rng = random.Random(12)
     next_id, kills, leaks = 1, 0, []

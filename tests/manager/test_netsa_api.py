@@ -24,9 +24,9 @@ CLI = ROOT / ".venv" / "bin" / "sdnmpi"
 
 
 @pytest.fixture
-def routed(sock_dir: Path, fabric) -> Iterator[tuple[str, int]]:
+def routed(sock_dir: Path, controller) -> Iterator[tuple[str, int]]:
     """A manager, patterns p2 and p2b, and job 7 (2 ranks on h1 and h5) routed with p2."""
-    r = Running(sock_dir, fabric, sock_dir / "netsa.db")
+    r = Running(sock_dir, controller, sock_dir / "netsa.db")
     target = f"unix:{sock_dir / 'root.sock'}"
     with ManagerClient(target) as c:
         for name in ("p2", "p2b"):

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.manager import planning
-from sdnmpi.manager.fake import FakeControllerFabric
+from sdnmpi.manager.fake import FakeController
 from sdnmpi.manager.memory import MemoryStore
 from sdnmpi.manager.model import Caller, JobState, ManagerError
 from sdnmpi.manager.requests import CreateJob, PatternUpload
@@ -32,7 +32,7 @@ OPS = st.one_of(
 )
 
 
-def apply(svc: ManagerService, fabric: FakeControllerFabric, op: tuple) -> object:
+def apply(svc: ManagerService, controller: FakeController, op: tuple) -> object:
     name = op[0]
     if name == "create":
         upload = PATTERN if op[2] else None
@@ -43,38 +43,38 @@ def apply(svc: ManagerService, fabric: FakeControllerFabric, op: tuple) -> objec
         return svc.finish_job(SCHED, op[1])
     if name == "register":
         return svc.register_process(SCHED, op[1], op[2], op[3])
-    fabric.fail_install = 1
+    controller.fail_install = 1
     return None
 
 
-def outcome(svc, fabric, op) -> object:
+def outcome(svc, controller, op) -> object:
     try:
-        return apply(svc, fabric, op)
+        return apply(svc, controller, op)
     except ManagerError as exc:
         return exc.kind
 
 
-def check_controller_matches_store(svc: ManagerService, fabric: FakeControllerFabric) -> None:
+def check_controller_matches_store(svc: ManagerService, controller: FakeController) -> None:
     routed = {j.job_id: j for j in svc.store.list_jobs() if j.state is JobState.ROUTED}
-    assert set(fabric.held) == set(routed)
+    assert set(controller.held) == set(routed)
     for job_id, job in routed.items():
-        assert fabric.held[job_id] == planning.pairs_of(job.routes)
+        assert controller.held[job_id] == planning.pairs_of(job.routes)
 
 
 @settings(max_examples=60, deadline=None)
 @given(ops=st.lists(OPS, max_size=25))
 def test_calls_are_idempotent_and_controller_matches_store(ops):
-    fabric = FakeControllerFabric(TOPO)
-    svc = ManagerService(MemoryStore(), fabric, FakeClock(1.0))
+    controller = FakeController(TOPO)
+    svc = ManagerService(MemoryStore(), controller, FakeClock(1.0))
     for op in ops:
-        first = outcome(svc, fabric, op)
+        first = outcome(svc, controller, op)
         if op[0] == "fail_next_install":
             continue
         jobs = svc.store.list_jobs(include_finished=True)
-        held = fabric.jobs()
-        second = outcome(svc, fabric, op)
+        held = controller.jobs()
+        second = outcome(svc, controller, op)
         assert second == first, op
         assert svc.store.list_jobs(include_finished=True) == jobs
-        assert fabric.jobs() == held
-        check_controller_matches_store(svc, fabric)
-    check_controller_matches_store(svc, fabric)
+        assert controller.jobs() == held
+        check_controller_matches_store(svc, controller)
+    check_controller_matches_store(svc, controller)

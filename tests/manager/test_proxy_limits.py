@@ -19,7 +19,7 @@ import pytest
 
 from sdnmpi.errors import ConfigError
 from sdnmpi.manager.client import ManagerClient
-from sdnmpi.manager.fake import FakeControllerFabric
+from sdnmpi.manager.fake import FakeController
 from sdnmpi.manager.model import Kind, ManagerError
 from sdnmpi.manager.peercred import CredentialProxy, Limits, Peer, PeerTable, refuse
 from sdnmpi.manager.server import ManagerServer
@@ -49,10 +49,10 @@ def wait_until(check: Callable[[], bool], timeout_s: float = 5.0) -> bool:
 
 
 @pytest.fixture
-def manager(sock_dir: Path, fabric: FakeControllerFabric) -> Iterator[ManagerServer]:
+def manager(sock_dir: Path, controller: FakeController) -> Iterator[ManagerServer]:
     store = SqliteStore(sock_dir / "m.db")
     server = ManagerServer(
-        ManagerService(store, fabric, time.time), sock_dir / "root.sock",
+        ManagerService(store, controller, time.time), sock_dir / "root.sock",
         reconcile_interval_s=0, limits=Limits(connections=6, per_uid=2),
     )  # fmt: skip
     server.start()

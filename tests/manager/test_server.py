@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from sdnmpi.manager.client import ManagerClient, net_set_pattern
-from sdnmpi.manager.fake import FakeControllerFabric
+from sdnmpi.manager.fake import FakeController
 from sdnmpi.manager.grpcapi import PeerIdentity
 from sdnmpi.manager.model import Caller, Kind, ManagerError
 from sdnmpi.manager.peercred import Peer
@@ -40,11 +40,11 @@ class Running:
     ``alice.sock`` and ``bob.sock`` that the proxy maps to uids 1000 and 1001."""
 
     def __init__(
-        self, tmp: Path, fabric: FakeControllerFabric, db: Path, busy_timeout_s: float = 5.0
+        self, tmp: Path, controller: FakeController, db: Path, busy_timeout_s: float = 5.0
     ) -> None:
         self.tmp = tmp
         self.store = SqliteStore(db, busy_timeout_s=busy_timeout_s)
-        self.service = ManagerService(self.store, fabric, time.time)
+        self.service = ManagerService(self.store, controller, time.time)
         self.server = ManagerServer(self.service, tmp / "root.sock", reconcile_interval_s=0)
         self.server.start()
         self.server.add_socket(tmp / "alice.sock", as_uid(ALICE_UID))
@@ -59,8 +59,8 @@ class Running:
 
 
 @pytest.fixture
-def running(sock_dir: Path, fabric: FakeControllerFabric) -> Iterator[Running]:
-    r = Running(sock_dir, fabric, sock_dir / "manager.db")
+def running(sock_dir: Path, controller: FakeController) -> Iterator[Running]:
+    r = Running(sock_dir, controller, sock_dir / "manager.db")
     yield r
     r.stop()
 
@@ -76,7 +76,7 @@ def code_of(call) -> Kind:
     return exc.value.kind
 
 
-def test_socket_is_public_and_job_runs_end_to_end(running: Running, fabric, sock_dir: Path):
+def test_socket_is_public_and_job_runs_end_to_end(running: Running, controller, sock_dir: Path):
     assert (sock_dir / "root.sock").stat().st_mode & 0o777 == 0o666
     pat = write_pattern(sock_dir / "p.json")
     with running.client() as c:
@@ -87,11 +87,11 @@ def test_socket_is_public_and_job_runs_end_to_end(running: Running, fabric, sock
         c.register_process(7, 1, "h5", 12)
         status = c.wait_routes(7, 1000)
         assert status.installed and status.state == pb.JOB_STATE_ROUTED and status.pairs == 1
-        assert 7 in fabric.held
+        assert 7 in controller.held
         assert [p.node for p in c.get_job(7).processes] == ["h1", "h5"]
         assert c.finish_job(7).state == pb.JOB_STATE_FINISHED
         assert c.finish_job(7).state == pb.JOB_STATE_FINISHED  # idempotent
-        assert 7 not in fabric.held
+        assert 7 not in controller.held
         assert c.list_jobs() == [] and len(c.list_jobs(include_finished=True)) == 1
 
 
@@ -178,7 +178,7 @@ def test_unknown_peer_is_refused(running: Running):
     channel.close()
 
 
-def test_patterns_and_net_set_pattern(running: Running, sock_dir: Path, fabric, monkeypatch):
+def test_patterns_and_net_set_pattern(running: Running, sock_dir: Path, controller, monkeypatch):
     pat = write_pattern(sock_dir / "p.json", 4)
     with running.client() as c:
         c.put_pattern("ring", pat, description="d", bandwidth_bps=1e9, latency_s=2e-6)
@@ -193,17 +193,17 @@ def test_patterns_and_net_set_pattern(running: Running, sock_dir: Path, fabric, 
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     monkeypatch.setenv("SDNMPI_JOB", "11")
     assert net_set_pattern("ring") == 1
-    assert 11 in fabric.held
+    assert 11 in controller.held
     assert net_set_pattern("missing") == 0
     monkeypatch.setenv("SDNMPI_JOB", "12")
     assert net_set_pattern("ring") == 0
 
 
-def test_crash_recovery_on_the_same_database(sock_dir: Path, fabric: FakeControllerFabric):
+def test_crash_recovery_on_the_same_database(sock_dir: Path, controller: FakeController):
     """The manager dies mid-job (no finish); a new one on the same file finds the job,
     reinstalls routes the controller lost, and removes them exactly at job end."""
     db = sock_dir / "crash.db"
-    first = Running(sock_dir, fabric, db)
+    first = Running(sock_dir, controller, db)
     pat = write_pattern(sock_dir / "p.json")
     with first.client() as c:
         c.create_job(21, "a", 0, 2, pattern_file=pat)
@@ -212,16 +212,16 @@ def test_crash_recovery_on_the_same_database(sock_dir: Path, fabric: FakeControl
         c.register_process(21, 1, "h5")
         assert c.route_status(21).installed
     first.server.stop(0)  # killed: no finish, nothing cleaned up
-    routes = dict(fabric.held[21])
-    fabric.held.clear()  # and the controller lost its jobs too
-    fabric.held[999] = {("h2", "h6"): ["h2", "leaf1", "spine1", "leaf2", "h6"]}
-    second = Running(sock_dir, fabric, db)  # reconciles at start
+    routes = dict(controller.held[21])
+    controller.held.clear()  # and the controller lost its jobs too
+    controller.held[999] = {("h2", "h6"): ["h2", "leaf1", "spine1", "leaf2", "h6"]}
+    second = Running(sock_dir, controller, db)  # reconciles at start
     try:
-        assert fabric.held == {21: routes}
+        assert controller.held == {21: routes}
         with second.client() as c:
             assert c.get_job(21).state == pb.JOB_STATE_ROUTED
             c.finish_job(21)
-        assert fabric.held == {}
+        assert controller.held == {}
     finally:
         second.stop()
         first.store.close()
@@ -231,12 +231,12 @@ def test_sigterm_stops_gracefully(sock_dir: Path):
     script = f"""
 import logging, sys
 from sdnmpi.core.generators import leaf_spine
-from sdnmpi.manager.fake import FakeControllerFabric
+from sdnmpi.manager.fake import FakeController
 from sdnmpi.manager.memory import MemoryStore
 from sdnmpi.manager.server import ManagerServer
 from sdnmpi.manager.service import ManagerService
 import time
-svc = ManagerService(MemoryStore(), FakeControllerFabric(leaf_spine(2, 2, 2)), time.time)
+svc = ManagerService(MemoryStore(), FakeController(leaf_spine(2, 2, 2)), time.time)
 ManagerServer(svc, {str(sock_dir / "sig.sock")!r}).serve_forever()
 print("stopped", flush=True)
 """
@@ -322,13 +322,13 @@ def test_garbage_on_the_socket_does_not_hurt(running: Running, sock_dir: Path):
         assert c.list_jobs() == []
 
 
-def test_locked_database_is_unavailable_not_a_hang(sock_dir: Path, fabric):
+def test_locked_database_is_unavailable_not_a_hang(sock_dir: Path, controller):
     """Another process holds the write lock: the call fails after the busy timeout
     with a message naming the file, and works again once the lock is gone."""
     import sqlite3
 
     db = sock_dir / "locked.db"
-    r = Running(sock_dir, fabric, db, busy_timeout_s=0.3)
+    r = Running(sock_dir, controller, db, busy_timeout_s=0.3)
     other = sqlite3.connect(db, isolation_level=None)
     try:
         with r.client() as c:

@@ -15,7 +15,7 @@ from sdnmpi.core.generators import leaf_spine
 from sdnmpi.core.pattern import Pattern, Phase
 from sdnmpi.core.routing import Fabric
 from sdnmpi.manager import planning
-from sdnmpi.manager.fake import FakeControllerFabric
+from sdnmpi.manager.fake import FakeController
 from sdnmpi.manager.model import Job, JobState, Kind, ManagerError
 from sdnmpi.manager.requests import CreateJob, PatternUpload, PutPattern
 from sdnmpi.manager.service import ManagerService, released
@@ -55,7 +55,9 @@ def kind(exc: pytest.ExceptionInfo[ManagerError]) -> Kind:
 # -- state machine and idempotency ------------------------------------------------------
 
 
-def test_job_life_routes_installed_then_removed(service: ManagerService, fabric, clock: FakeClock):
+def test_job_life_routes_installed_then_removed(
+    service: ManagerService, controller, clock: FakeClock
+):
     job = create(service)
     assert job.state is JobState.CREATED
     assert service.start_job(SCHED, 7).state is JobState.STARTING
@@ -63,23 +65,23 @@ def test_job_life_routes_installed_then_removed(service: ManagerService, fabric,
     clock.advance(1)
     job = service.register_process(SCHED, 7, 1, "h5")
     assert job.state is JobState.ROUTED and job.installed
-    assert fabric.held[7] == planning.pairs_of(job.routes)
+    assert controller.held[7] == planning.pairs_of(job.routes)
     assert [(r.src, r.dst) for r in job.routes] == [("h1", "h5")]
     assert job.install.flow_mods == 3
     done = service.finish_job(SCHED, 7)
     assert done.state is JobState.FINISHED and done.finished_s == clock()
-    assert 7 not in fabric.held
+    assert 7 not in controller.held
 
 
-def test_ranks_may_register_before_start(service: ManagerService, fabric):
+def test_ranks_may_register_before_start(service: ManagerService, controller):
     create(service)
     service.register_process(SCHED, 7, 0, "h1")
     service.register_process(SCHED, 7, 1, "h5")
-    assert 7 not in fabric.held
+    assert 7 not in controller.held
     assert service.start_job(SCHED, 7).state is JobState.ROUTED
 
 
-def test_every_call_is_idempotent(service: ManagerService, fabric):
+def test_every_call_is_idempotent(service: ManagerService, controller):
     first = create(service)
     assert create(service) == first
     service.start_job(SCHED, 7)
@@ -89,16 +91,16 @@ def test_every_call_is_idempotent(service: ManagerService, fabric):
     same = service.register_process(SCHED, 7, 0, "h1", 5)
     assert same.process_map()[0].node == "h1"
     routed = service.register_process(SCHED, 7, 1, "h5")
-    installs = fabric.calls.count(("install", 7))
+    installs = controller.calls.count(("install", 7))
     assert service.register_process(SCHED, 7, 1, "h5") == routed
     full = service.start_job(SCHED, 7)
     assert full == service.get_job(SCHED, 7)
     assert full.state is JobState.ROUTED and full.routes == routed.routes
-    assert fabric.calls.count(("install", 7)) == installs
+    assert controller.calls.count(("install", 7)) == installs
     done = service.finish_job(SCHED, 7)
-    removes = fabric.calls.count(("remove", 7))
+    removes = controller.calls.count(("remove", 7))
     assert service.finish_job(SCHED, 7) == done
-    assert fabric.calls.count(("remove", 7)) == removes
+    assert controller.calls.count(("remove", 7)) == removes
 
 
 def test_create_with_other_arguments_is_already_exists(service: ManagerService):
@@ -111,28 +113,28 @@ def test_create_with_other_arguments_is_already_exists(service: ManagerService):
     assert kind(exc) is Kind.ALREADY_EXISTS
 
 
-def test_job_without_pattern_stays_on_default_routes(service: ManagerService, fabric):
+def test_job_without_pattern_stays_on_default_routes(service: ManagerService, controller):
     job = run_job(service, 3, ["h1", "h5"], pattern_file=None)
     assert job.state is JobState.DEFAULT and "no pattern" in job.detail
-    assert fabric.held == {}
+    assert controller.held == {}
 
 
-def test_builtin_spec_pattern(service: ManagerService, fabric):
+def test_builtin_spec_pattern(service: ManagerService, controller):
     nodes = ["h1", "h2", "h5", "h6"]
     job = run_job(
         service, 4, nodes, pattern_file=None, pattern_name="allreduce:nprocs=4,bytes=65536"
     )
     assert job.state is JobState.ROUTED
     assert job.pattern_name == "allreduce:nprocs=4,bytes=65536"
-    assert len(fabric.held[4]) > 0
+    assert len(controller.held[4]) > 0
 
 
-def test_routing_failure_is_default_with_detail(service: ManagerService, fabric):
-    fabric.fail_install = 1
+def test_routing_failure_is_default_with_detail(service: ManagerService, controller):
+    controller.fail_install = 1
     job = run_job(service, 5, ["h1", "h5"])
     assert job.state is JobState.DEFAULT
     assert "routing failed" in job.detail and "barriers" in job.detail
-    assert 5 not in fabric.held
+    assert 5 not in controller.held
 
 
 def test_unknown_router_name_is_invalid(service: ManagerService):
@@ -141,13 +143,13 @@ def test_unknown_router_name_is_invalid(service: ManagerService):
     assert kind(exc) is Kind.INVALID_ARGUMENT
 
 
-def test_finish_before_routes_and_finish_removes_only_its_job(service: ManagerService, fabric):
+def test_finish_before_routes_and_finish_removes_only_its_job(service: ManagerService, controller):
     run_job(service, 1, ["h1", "h5"])
     run_job(service, 2, ["h2", "h6"])
     create(service, 3)
     service.finish_job(SCHED, 3)
     service.finish_job(SCHED, 1)
-    assert set(fabric.held) == {2}
+    assert set(controller.held) == {2}
 
 
 class Killed(BaseException):
@@ -155,45 +157,45 @@ class Killed(BaseException):
 
 
 def test_a_manager_killed_while_finishing_never_reinstalls_the_job(
-    service: ManagerService, fabric, store: Store, clock: FakeClock
+    service: ManagerService, controller, store: Store, clock: FakeClock
 ):
     """Killed right after the controller removed the routes, before the call returned:
     the restarted manager's reconcile leaves the finished job without routes."""
     run_job(service, 1, ["h1", "h5"])
-    real_remove = fabric.remove
+    real_remove = controller.remove
 
     def remove_then_die(job_id: int) -> None:
         real_remove(job_id)
         raise Killed
 
-    fabric.remove = remove_then_die
+    controller.remove = remove_then_die
     with pytest.raises(Killed):
         service.finish_job(SCHED, 1)
-    fabric.remove = real_remove
-    restarted = ManagerService(store, fabric, clock)
+    controller.remove = real_remove
+    restarted = ManagerService(store, controller, clock)
     restarted.reconcile()
-    assert 1 not in fabric.held
+    assert 1 not in controller.held
     assert restarted.get_job(SCHED, 1).state is JobState.FINISHED
 
 
 def test_a_manager_killed_before_removing_removes_at_reconcile(
-    service: ManagerService, fabric, store: Store, clock: FakeClock
+    service: ManagerService, controller, store: Store, clock: FakeClock
 ):
     run_job(service, 1, ["h1", "h5"])
 
     def die(job_id: int) -> None:
         raise Killed
 
-    real_remove, fabric.remove = fabric.remove, die
+    real_remove, controller.remove = controller.remove, die
     with pytest.raises(Killed):
         service.finish_job(SCHED, 1)
-    fabric.remove = real_remove
-    assert 1 in fabric.held  # the routes outlived the manager...
-    ManagerService(store, fabric, clock).reconcile()
-    assert 1 not in fabric.held  # ...until it came back
+    controller.remove = real_remove
+    assert 1 in controller.held  # the routes outlived the manager...
+    ManagerService(store, controller, clock).reconcile()
+    assert 1 not in controller.held  # ...until it came back
 
 
-def test_set_job_pattern_reinstalls(service: ManagerService, fabric):
+def test_set_job_pattern_reinstalls(service: ManagerService, controller):
     run_job(service, 7, ["h1", "h2", "h5", "h6"])
     flipped = pairs_pattern(4)
     other = PatternUpload("r.json", pattern_bytes(_reverse(flipped)))
@@ -201,10 +203,10 @@ def test_set_job_pattern_reinstalls(service: ManagerService, fabric):
     job = service.set_job_pattern(ALICE, 7, "rev")
     assert job.state is JobState.ROUTED and job.pattern_name == "rev"
     assert {(r.src, r.dst) for r in job.routes} == {("h2", "h1"), ("h6", "h5")}
-    assert fabric.held[7] == planning.pairs_of(job.routes)
-    installs = fabric.calls.count(("install", 7))
+    assert controller.held[7] == planning.pairs_of(job.routes)
+    installs = controller.calls.count(("install", 7))
     assert service.set_job_pattern(ALICE, 7, "rev") == job
-    assert fabric.calls.count(("install", 7)) == installs
+    assert controller.calls.count(("install", 7)) == installs
 
 
 def _reverse(p):
@@ -272,7 +274,9 @@ def test_only_the_scheduler_creates_slurm_job_ids(service: ManagerService):
     assert kind(exc) is Kind.INVALID_ARGUMENT
 
 
-def test_the_scheduler_takes_the_owners_offer_never_another_users(service: ManagerService, fabric):
+def test_the_scheduler_takes_the_owners_offer_never_another_users(
+    service: ManagerService, controller
+):
     offer(service, BOB, 7, ntasks=4)  # the squatter offers first, for the victim's job
     mine = offer(service, ALICE, 7)
     assert (mine.uid, mine.pattern_name) == (ALICE.uid, "p.json")
@@ -350,7 +354,7 @@ def test_users_cannot_register_ranks_of_scheduler_jobs(service: ManagerService):
     assert service.store.count_processes(7) == 0
 
 
-def test_a_scheduler_job_takes_host_pairs_a_user_job_holds(service: ManagerService, fabric):
+def test_a_scheduler_job_takes_host_pairs_a_user_job_holds(service: ManagerService, controller):
     """A user's own job routed first on h1-h5 leaves those pairs to the Slurm job."""
     squat = service.create_job(
         BOB, CreateJob(UJ, "claim", BOB.uid, 2,
@@ -364,7 +368,7 @@ def test_a_scheduler_job_takes_host_pairs_a_user_job_holds(service: ManagerServi
     assert [(r.src, r.dst) for r in job.routes] == [("h1", "h5")]
     evicted = service.get_job(BOB, UJ)
     assert evicted.state is JobState.DEFAULT and "scheduler job 7" in evicted.detail
-    assert UJ not in fabric.held and 7 in fabric.held
+    assert UJ not in controller.held and 7 in controller.held
 
 
 def test_patterns_anyone_reads_owner_or_scheduler_replaces(service: ManagerService):
@@ -465,25 +469,25 @@ def test_start_after_finish_is_refused(service: ManagerService):
     assert kind(exc) is Kind.FAILED_PRECONDITION
 
 
-def test_controller_down_at_registration_is_unavailable(service: ManagerService, fabric):
+def test_controller_down_at_registration_is_unavailable(service: ManagerService, controller):
     create(service)
-    fabric.down = True
+    controller.down = True
     with pytest.raises(ManagerError, match="cannot check node") as exc:
         service.register_process(SCHED, 7, 0, "h1")
     assert kind(exc) is Kind.UNAVAILABLE
 
 
-def test_controller_down_when_routing_leaves_default(service: ManagerService, fabric):
+def test_controller_down_when_routing_leaves_default(service: ManagerService, controller):
     create(service)
     service.start_job(SCHED, 7)
     service.register_process(SCHED, 7, 0, "h1")
-    real = fabric.install
+    real = controller.install
 
     def boom(job_id, pairs):
-        fabric.down = True
+        controller.down = True
         return real(job_id, pairs)
 
-    fabric.install = boom
+    controller.install = boom
     job = service.register_process(SCHED, 7, 1, "h5")
     assert job.state is JobState.DEFAULT and "connection refused" in job.detail
 
@@ -491,7 +495,7 @@ def test_controller_down_when_routing_leaves_default(service: ManagerService, fa
 # -- routes with the other jobs' load --------------------------------------------------
 
 
-def test_second_job_avoids_the_first_jobs_busy_links(service: ManagerService, fabric, topo):
+def test_second_job_avoids_the_first_jobs_busy_links(service: ManagerService, controller, topo):
     """Job 1 (h1 -> h5) takes spine1.  Alone, h3 -> h7 would also take spine1 (checked
     below); with job 1's load the manager routes it over spine2: no arc carries both."""
     fab = Fabric(topo)
@@ -520,22 +524,22 @@ _BOTH = Pattern("both", 2, (Phase.from_cells("x", [(0, 1, 10**6), (1, 0, 10**6)]
 FOUR_JOBS = {1: ["h1", "h6"], 2: ["h2", "h8"], 3: ["h3", "h7"], 4: ["h4", "h5"]}
 
 
-def _arrive(order: tuple[int, ...], rebalance: int) -> tuple[ManagerService, FakeControllerFabric]:
+def _arrive(order: tuple[int, ...], rebalance: int) -> tuple[ManagerService, FakeController]:
     from sdnmpi.manager.memory import MemoryStore
 
-    fabric = FakeControllerFabric(leaf_spine(2, 4, 2))
-    svc = ManagerService(MemoryStore(), fabric, FakeClock(), rebalance=rebalance)
+    controller = FakeController(leaf_spine(2, 4, 2))
+    svc = ManagerService(MemoryStore(), controller, FakeClock(), rebalance=rebalance)
     for job_id in order:
         pattern = PatternUpload("p.json", pattern_bytes(_BOTH))
         job = run_job(svc, job_id, FOUR_JOBS[job_id], pattern_file=pattern)
         assert job.state is JobState.ROUTED
-    return svc, fabric
+    return svc, controller
 
 
-def _shared_links(fabric: FakeControllerFabric) -> int:
+def _shared_links(controller: FakeController) -> int:
     """Switch-to-switch arcs that carry more than one job."""
     seen: dict[tuple[str, str], set[int]] = {}
-    for job_id, pairs in fabric.held.items():
+    for job_id, pairs in controller.held.items():
         for path in pairs.values():
             for hop in itertools.pairwise(path[1:-1]):
                 seen.setdefault(hop, set()).add(job_id)
@@ -549,10 +553,10 @@ def test_jobs_routed_one_by_one_can_collide_in_some_arrival_orders():
     greedy = [_shared_links(_arrive(order, rebalance=0)[1]) for order in orders]
     assert any(greedy), "the scenario no longer shows the greedy tie problem"
     for order in orders:
-        svc, fabric = _arrive(order, rebalance=8)
-        assert _shared_links(fabric) == 0, order
+        svc, controller = _arrive(order, rebalance=8)
+        assert _shared_links(controller) == 0, order
         for job in svc.list_jobs(SCHED):  # the store follows the controller
-            assert fabric.held[job.job_id] == planning.pairs_of(job.routes)
+            assert controller.held[job.job_id] == planning.pairs_of(job.routes)
 
 
 def test_jobs_above_the_pair_bound_are_never_re_planned(monkeypatch):
@@ -569,10 +573,10 @@ def test_a_move_the_controller_refuses_leaves_the_job_where_it_was():
     controller and in the store alike."""
     moved = []
     for order in itertools.permutations(FOUR_JOBS):
-        svc, fabric = _arrive(order[:2], rebalance=8)
-        before = {j: dict(p) for j, p in fabric.held.items()}
+        svc, controller = _arrive(order[:2], rebalance=8)
+        before = {j: dict(p) for j, p in controller.held.items()}
         last = order[2]
-        real = fabric.install
+        real = controller.install
 
         def refuse(job_id, pairs, last=last, real=real):
             if job_id != last:
@@ -580,14 +584,14 @@ def test_a_move_the_controller_refuses_leaves_the_job_where_it_was():
                 raise ManagerError(Kind.UNAVAILABLE, "install_job: barriers not confirmed")
             return real(job_id, pairs)
 
-        fabric.install = refuse  # type: ignore[method-assign]
+        controller.install = refuse  # type: ignore[method-assign]
         pattern = PatternUpload("p.json", pattern_bytes(_BOTH))
         job = run_job(svc, last, FOUR_JOBS[last], pattern_file=pattern)
         assert job.state is JobState.ROUTED
         for other in svc.list_jobs(SCHED):
-            assert fabric.held[other.job_id] == planning.pairs_of(other.routes)
+            assert controller.held[other.job_id] == planning.pairs_of(other.routes)
             if other.job_id != last:
-                assert fabric.held[other.job_id] == before[other.job_id]
+                assert controller.held[other.job_id] == before[other.job_id]
     assert moved, "no arrival order tried to move a running job"
 
 
@@ -601,49 +605,49 @@ def _procs(nodes: list[str]):
 
 
 def test_reconcile_reinstalls_missing_and_removes_stale(
-    service: ManagerService, fabric: FakeControllerFabric
+    service: ManagerService, controller: FakeController
 ):
     kept = run_job(service, 1, ["h1", "h5"])
     run_job(service, 2, ["h2", "h6"])
     service.finish_job(SCHED, 2)
-    fabric.held.clear()  # the controller restarted without its state file
-    fabric.held[2] = {("h2", "h6"): ["h2", "leaf1", "spine1", "leaf2", "h6"]}  # finished
-    fabric.held[77] = {("h3", "h7"): ["h3", "leaf1", "spine1", "leaf2", "h7"]}  # unknown
-    fabric.held[2**40 + 5] = {("h4", "h8"): ["h4", "leaf1", "spine2", "leaf2", "h8"]}  # record
+    controller.held.clear()  # the controller restarted without its state file
+    controller.held[2] = {("h2", "h6"): ["h2", "leaf1", "spine1", "leaf2", "h6"]}  # finished
+    controller.held[77] = {("h3", "h7"): ["h3", "leaf1", "spine1", "leaf2", "h7"]}  # unknown
+    controller.held[2**40 + 5] = {("h4", "h8"): ["h4", "leaf1", "spine2", "leaf2", "h8"]}  # record
     out = service.reconcile()
     assert out.reinstalled == (1,) and out.removed == (2, 77)
-    assert set(fabric.held) == {1, 2**40 + 5}
-    del fabric.held[2**40 + 5]
-    assert fabric.held[1] == planning.pairs_of(kept.routes)
+    assert set(controller.held) == {1, 2**40 + 5}
+    del controller.held[2**40 + 5]
+    assert controller.held[1] == planning.pairs_of(kept.routes)
     assert service.reconcile().reinstalled == ()  # nothing left to do
 
 
-def test_reconcile_routes_a_job_interrupted_before_routing(store: Store, fabric, clock):
-    svc = ManagerService(store, fabric, clock)
+def test_reconcile_routes_a_job_interrupted_before_routing(store: Store, controller, clock):
+    svc = ManagerService(store, controller, clock)
     create(svc)
     svc.start_job(SCHED, 7)
     svc.register_process(SCHED, 7, 0, "h1")
     from sdnmpi.manager.model import Process
 
     store.add_process(7, Process(1, "h5"))  # crashed after recording the last rank
-    out = ManagerService(store, fabric, clock).reconcile()
+    out = ManagerService(store, controller, clock).reconcile()
     assert out.routed == (7,)
     job = store.get_job(7)
     assert job is not None and job.state is JobState.ROUTED
 
 
-def test_failed_removal_is_retried_by_reconcile(service: ManagerService, fabric):
+def test_failed_removal_is_retried_by_reconcile(service: ManagerService, controller):
     run_job(service, 1, ["h1", "h5"])
-    fabric.down = True
+    controller.down = True
     done = service.finish_job(SCHED, 1)
     assert done.state is JobState.FINISHED and "removal failed" in done.detail
-    fabric.down = False
-    assert 1 in fabric.held
+    controller.down = False
+    assert 1 in controller.held
     assert service.reconcile().removed == (1,)
-    assert fabric.held == {}
+    assert controller.held == {}
 
 
-def test_host_pairs_shared_with_another_job_keep_its_routes(service: ManagerService, fabric):
+def test_host_pairs_shared_with_another_job_keep_its_routes(service: ManagerService, controller):
     """Jobs on shared nodes: the controller routes a host pair for one job only."""
     first = run_job(service, 1, ["h1", "h5"])
     assert first.state is JobState.ROUTED
@@ -652,7 +656,7 @@ def test_host_pairs_shared_with_another_job_keep_its_routes(service: ManagerServ
     assert second.state is JobState.ROUTED
     assert [(r.src, r.dst) for r in second.routes] == [("h2", "h6")]
     assert "1 host pair(s) shared with job 1" in second.detail
-    assert set(fabric.jobs()[2]) == {("h2", "h6")}
+    assert set(controller.jobs()[2]) == {("h2", "h6")}
     # entirely shared: default routes, with the reason
     third = run_job(service, 3, ["h1", "h5"])
     assert third.state is JobState.DEFAULT and "shared with job 1" in third.detail
@@ -785,7 +789,7 @@ def _result(out: list[Job]) -> Job:
 
 
 def test_other_calls_run_while_a_job_is_routed(
-    service: ManagerService, locked: threading.Condition, fabric, monkeypatch
+    service: ManagerService, locked: threading.Condition, controller, monkeypatch
 ):
     """A router may take many seconds on a large job (ours on a 724-rank all-to-all on
     20 hosts: 7.4 s, bench_manager.py --largest); it runs with the lock released, so
@@ -797,17 +801,17 @@ def test_other_calls_run_while_a_job_is_routed(
     assert locked.acquire(timeout=10), "the lock stayed held while the job was routed"
     try:
         assert service.get_job(SCHED, 7).state is JobState.STARTING
-        assert service.list_jobs(ALICE) and 7 not in fabric.held
+        assert service.list_jobs(ALICE) and 7 not in controller.held
         service.reconcile()
     finally:
         locked.release()
     router.go.set()
     assert _result(out).state is JobState.ROUTED
-    assert 7 in fabric.held and router.calls == 1
+    assert 7 in controller.held and router.calls == 1
 
 
 def test_a_job_finished_while_it_is_routed_gets_no_routes(
-    service: ManagerService, locked: threading.Condition, fabric, monkeypatch
+    service: ManagerService, locked: threading.Condition, controller, monkeypatch
 ):
     router = HeldRouter(monkeypatch)
     out = _routing_in_a_thread(service, locked)
@@ -816,12 +820,12 @@ def test_a_job_finished_while_it_is_routed_gets_no_routes(
         assert service.finish_job(SCHED, 7).state is JobState.FINISHED
     router.go.set()
     assert _result(out).state is JobState.FINISHED
-    assert 7 not in fabric.held and ("install", 7) not in fabric.calls
+    assert 7 not in controller.held and ("install", 7) not in controller.calls
     assert service.get_job(SCHED, 7).state is JobState.FINISHED
 
 
 def test_a_job_repatterned_while_it_is_routed_is_routed_on_its_new_pattern(
-    service: ManagerService, locked: threading.Condition, fabric, monkeypatch
+    service: ManagerService, locked: threading.Condition, controller, monkeypatch
 ):
     """SetJobPattern meanwhile: the routes computed for the old pattern are dropped and
     the job is routed again, on the new one, by the call that was routing it."""

@@ -50,21 +50,21 @@ def tls_files(sock_dir: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture
-def tls_server(sock_dir: Path, fabric, tls_files) -> Iterator[tuple[str, Path]]:
-    with serving(sock_dir, fabric, tls_files) as (_, address, cert):
+def tls_server(sock_dir: Path, controller, tls_files) -> Iterator[tuple[str, Path]]:
+    with serving(sock_dir, controller, tls_files) as (_, address, cert):
         yield address, cert
 
 
 @contextlib.contextmanager
 def serving(
-    sock_dir: Path, fabric, tls_files, limits: Limits | None = None
+    sock_dir: Path, controller, tls_files, limits: Limits | None = None
 ) -> Iterator[tuple[ManagerServer, str, Path]]:
     cert, key = tls_files
     tokens = sock_dir / "tokens"
     tokens.write_text(f"# who may call over TCP\n{SCHED_TOKEN} scheduler\n{ALICE_TOKEN} 1000\n")
     tokens.chmod(0o600)
     address = f"localhost:{free_port()}"
-    service = ManagerService(MemoryStore(), fabric, time.time)
+    service = ManagerService(MemoryStore(), controller, time.time)
     server = ManagerServer(
         service,
         sock_dir / "m.sock",
@@ -79,11 +79,11 @@ def serving(
         server.stop(0.5)
 
 
-def test_the_tls_port_limits_connections_per_address(sock_dir: Path, fabric, tls_files):
+def test_the_tls_port_limits_connections_per_address(sock_dir: Path, controller, tls_files):
     """A flood from one address (127.0.0.2) gets no more than its share of the TLS
     port; a caller from another address is still served, and the flood's share comes
     back when it closes."""
-    with serving(sock_dir, fabric, tls_files, Limits(connections=8, per_uid=2)) as (
+    with serving(sock_dir, controller, tls_files, Limits(connections=8, per_uid=2)) as (
         server, address, cert,
     ):  # fmt: skip
         front = server.tls_front

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sdnmpi.node.agent import Agent, AgentConfig, LocalHub
+from sdnmpi.node.agent import Agent, AgentConfig, LocalTagHub
 from sdnmpi.node.bpf import ConnContext, FourTuple
 from sdnmpi.testing.waits import wait_for
 from tests.bpf.netns import inside, sh
@@ -98,7 +98,7 @@ def test_agent_tags_a_ranks_connection_and_cleans_up(hosts: Hosts, bpf_object: P
     )  # fmt: skip
     ranks: list[FakeRank] = []
     with inside(hosts.a):
-        agent = Agent(cfg, LocalHub())
+        agent = Agent(cfg, LocalTagHub())
         agent.start()
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"

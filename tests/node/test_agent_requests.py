@@ -12,9 +12,10 @@ from typing import Any, cast
 
 import pytest
 
-from sdnmpi.node.agent import Agent, AgentConfig, ControllerHub, LocalHub, connect_unix
+from sdnmpi.node.agent import Agent, AgentConfig, LocalTagHub, RemoteTagHub
 from sdnmpi.node.bpf import ConnContext, Counters, FourTuple, Tagger
 from sdnmpi.node.procnet import Endpoint
+from sdnmpi.wire.controller_api import connect_unix
 
 
 class FakeTagger:
@@ -46,7 +47,7 @@ class FakeTagger:
 
 @pytest.fixture
 def agent(tmp_path: Path) -> Agent:
-    return Agent(AgentConfig("lo", tmp_path / "a.sock"), LocalHub(), cast(Tagger, FakeTagger()))
+    return Agent(AgentConfig("lo", tmp_path / "a.sock"), LocalTagHub(), cast(Tagger, FakeTagger()))
 
 
 def ask(agent: Agent, obj: Any, pid: int | None = None) -> dict[str, Any]:
@@ -103,7 +104,7 @@ def test_register_without_a_slot_says_so(agent: Agent) -> None:
 def test_controller_hub_fails_open_and_logs_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    hub = ControllerHub(tmp_path / "nobody.sock", "h1", timeout_s=0.5)
+    hub = RemoteTagHub(tmp_path / "nobody.sock", "h1", timeout_s=0.5)
     assert hub.joined("7", 0, 2, None) is None
     assert hub.resolve("7", 0, (Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))) is None
     hub.left("7", 0)
@@ -131,7 +132,7 @@ def test_controller_hub_speaks_the_tag_ops(tmp_path: Path) -> None:
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    hub = ControllerHub(path, "h4")
+    hub = RemoteTagHub(path, "h4")
     try:
         assert hub.joined("7", 1, 4, 2) == 9
         conn = (Endpoint("10.0.0.4", 1024), Endpoint("10.0.0.1", 50000))
@@ -223,7 +224,7 @@ def test_an_idle_agent_does_not_scan_until_a_rank_registers(
 ) -> None:
     """No rank, no scan (an idle agent scanned 100 times a second); a registration wakes
     the scanner at once, and stop() ends an idle loop without waiting out its sleep."""
-    agent = Agent(AgentConfig("lo", tmp_path / "a.sock"), LocalHub(), cast(Tagger, FakeTagger()))
+    agent = Agent(AgentConfig("lo", tmp_path / "a.sock"), LocalTagHub(), cast(Tagger, FakeTagger()))
     scans: list[float] = []
     real_scan = agent.scan_once
 

@@ -1,4 +1,4 @@
-"""The congestion LP, the NIC / latency / single-path bounds, and the max_link_util metric.
+"""The congestion LP, the NIC / latency / single-path bounds, and the max_link_busy metric.
 
 Hand-solved cases carry their derivation in a comment (SimGrid's solver-test
 style); hypothesis checks that no routing ever beats the LP.
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from sdnmpi.catalog import load_topology
 from sdnmpi.core.generators import fat_tree, leaf_spine
 from sdnmpi.core.routing import ours
-from sdnmpi.core.routing.bound import max_link_util, pattern_bound, phase_bounds
+from sdnmpi.core.routing.bound import max_link_busy, pattern_bound, phase_bounds
 from sdnmpi.core.routing.candidates import PairProblem
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
 from sdnmpi.core.topology import Host, Link, Switch, Topology
@@ -122,7 +122,7 @@ def test_no_transit_through_a_multi_homed_host() -> None:
 # -- the metric and the pattern sums ------------------------------------------------------
 
 
-def test_max_link_util_by_hand() -> None:
+def test_max_link_busy_by_hand() -> None:
     # leaf_spine(1, 2, 1): h1 - leaf1 - spine1 - leaf2 - h2, hosts 8 bit/s, uplinks
     # 4 bit/s.  Phase 0 (repeat 3): 2 bytes h1->h2, 1 byte h2->h1: the uplink
     # leaf1->spine1 carries 16 bits / 4 bit/s = 4 s.  Phase 1 (repeat 1): 1 byte
@@ -133,13 +133,13 @@ def test_max_link_util_by_hand() -> None:
     back = [2, 6, 5, 1]
     assert [f.names[f.arc_dst[a]] for a in fwd] == ["leaf1", "spine1", "leaf2", "h2"]
     r = Routing.from_paths("hand", [fwd, back, back])
-    util = max_link_util(f, d, r)
+    util = max_link_busy(f, d, r)
     assert util.per_phase_s.tolist() == [4.0, 2.0]
     assert util.total_s == 14.0
     assert f.names[f.arc_src[util.busiest_arc[0]]] == "leaf1"
     pb = pattern_bound(f, d)
-    assert pb.lp_max_link_util_s == pytest.approx(14.0)  # one path only: the LP agrees
-    assert pb.nic_max_link_util_s == pytest.approx(3 * 2.0 + 1 * 1.0)
+    assert pb.lp_max_link_busy_s == pytest.approx(14.0)  # one path only: the LP agrees
+    assert pb.nic_max_link_busy_s == pytest.approx(3 * 2.0 + 1 * 1.0)
 
 
 def test_lower_bound_includes_latency() -> None:
@@ -148,7 +148,7 @@ def test_lower_bound_includes_latency() -> None:
     pb = pattern_bound(f, demands([(0, 1, 1, 0)]))
     assert pb.phases[0].latency_s == pytest.approx(4e-6)
     assert pb.lower_bound_s == pytest.approx(4e-6)
-    assert pb.lp_max_link_util_s == pytest.approx(8e-9, rel=1e-6)
+    assert pb.lp_max_link_busy_s == pytest.approx(8e-9, rel=1e-6)
 
 
 def test_proportional_phases_share_one_solve() -> None:
@@ -158,7 +158,7 @@ def test_proportional_phases_share_one_solve() -> None:
     assert second.status == "cached"
     assert second.lp_s == pytest.approx(3 * first.lp_s)
     pb = pattern_bound(f, demands(flows, repeats=(1, 2)))
-    assert pb.lp_max_link_util_s == pytest.approx(first.lp_s * (1 + 2 * 3))
+    assert pb.lp_max_link_busy_s == pytest.approx(first.lp_s * (1 + 2 * 3))
     assert pb.lp_solves == 1
 
 
@@ -208,7 +208,7 @@ def test_lp_is_below_every_routing(case: tuple[Fabric, Demands]) -> None:
     phases = phase_bounds(f, d)
     forced = phase_bounds(f, d, force_lp=True, single_path=False)
     for routing in (ours.route(f, d), first_shortest(f, d)):
-        util = max_link_util(f, d, routing).per_phase_s
+        util = max_link_busy(f, d, routing).per_phase_s
         for pb, lp, u in zip(phases, forced, util, strict=True):
             assert pb.nic_s <= pb.lp_s * (1 + 1e-6)
             assert pb.lp_s == pytest.approx(lp.lp_s, rel=1e-6)  # certificate == LP

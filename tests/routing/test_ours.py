@@ -1,6 +1,6 @@
 """The ``ours`` router: valid paths, close to the LP bound, never worse than D-mod-K.
 
-Cases where ``max_link_util(ours) <= 1.10 * lp_max_link_util`` must hold are
+Cases where ``max_link_busy(ours) <= 1.10 * lp_max_link_busy`` must hold are
 ones where some single-path routing reaches the fractional optimum (or comes
 within 10% of it):
 
@@ -30,7 +30,7 @@ from sdnmpi.catalog import load_pattern, load_topology
 from sdnmpi.core import placement, workloads
 from sdnmpi.core.generators import fat_tree, leaf_spine, xgft
 from sdnmpi.core.routing import coloring, info, ours, route
-from sdnmpi.core.routing.bound import max_link_util, pattern_bound
+from sdnmpi.core.routing.bound import max_link_busy, pattern_bound
 from sdnmpi.core.routing.candidates import PairProblem
 from sdnmpi.core.routing.model import Demands, Fabric, Routing, validate
 from sdnmpi.core.topology import Topology
@@ -70,7 +70,7 @@ def workload(f: Fabric, spec: str, how: str = "cyclic") -> Demands:
 
 
 def ratio(f: Fabric, d: Demands, r: Routing) -> float:
-    return max_link_util(f, d, r).total_s / pattern_bound(f, d).lp_max_link_util_s
+    return max_link_busy(f, d, r).total_s / pattern_bound(f, d).lp_max_link_busy_s
 
 
 def dest_mod_k(f: Fabric, d: Demands) -> Routing:
@@ -139,8 +139,8 @@ def test_netsa_detours_only_when_it_helps_and_latency_flows_stay_shortest() -> N
     detours = r.meta["non_shortest_pairs"]
     assert isinstance(detours, int)
     assert 0 < detours < 8
-    assert max_link_util(f, d, r).total_s == pytest.approx(16e-3)
-    assert pattern_bound(f, d).single_path_max_link_util_s == pytest.approx(16e-3)
+    assert max_link_busy(f, d, r).total_s == pytest.approx(16e-3)
+    assert pattern_bound(f, d).single_path_max_link_busy_s == pytest.approx(16e-3)
     latency = np.full(len(d), 2, np.int64)
     lat = Demands(
         d.src, d.dst, d.size_bytes, d.phase, d.src_rank, d.dst_rank,
@@ -202,9 +202,9 @@ def test_where_ten_percent_is_impossible_ours_meets_the_single_path_bound() -> N
     pattern = workloads.build("ft:nprocs=128")
     d = Demands.from_pattern(f, pattern, placement.block(f.topology, 128, ranks_per_host=8))
     pb = pattern_bound(f, d)
-    assert pb.single_path_max_link_util_s > 1.10 * pb.lp_max_link_util_s
+    assert pb.single_path_max_link_busy_s > 1.10 * pb.lp_max_link_busy_s
     r = route("ours", f, d)
-    assert max_link_util(f, d, r).total_s == pytest.approx(pb.single_path_max_link_util_s)
+    assert max_link_busy(f, d, r).total_s == pytest.approx(pb.single_path_max_link_busy_s)
     assert r.meta["proven_optimal"]
 
 
@@ -214,11 +214,11 @@ def test_never_worse_than_destination_mod_k(topo: str) -> None:
     for spec in PATTERNS:
         for how in ("block", "cyclic"):
             d = workload(f, spec, how)
-            mine = max_link_util(f, d, route("ours", f, d)).total_s
+            mine = max_link_busy(f, d, route("ours", f, d)).total_s
             baseline = dest_mod_k(f, d)
             validate(f, d, baseline, shortest=True, valley_free=True)
-            assert mine <= max_link_util(f, d, baseline).total_s * (1 + 1e-9)
-            assert mine <= max_link_util(f, d, route("dmodk", f, d)).total_s * (1 + 1e-9)
+            assert mine <= max_link_busy(f, d, baseline).total_s * (1 + 1e-9)
+            assert mine <= max_link_busy(f, d, route("dmodk", f, d)).total_s * (1 + 1e-9)
 
 
 def test_deterministic_for_a_seed() -> None:
@@ -256,8 +256,8 @@ def test_matches_exhaustive_search_and_the_bound_holds(case: tuple[Fabric, Deman
         for c in itertools.product(*options)
     )
     r = route("ours", f, d)
-    assert max_link_util(f, d, r).total_s == pytest.approx(best, rel=1e-3)
-    assert pattern_bound(f, d).single_path_max_link_util_s <= best * (1 + 1e-9)
+    assert max_link_busy(f, d, r).total_s == pytest.approx(best, rel=1e-3)
+    assert pattern_bound(f, d).single_path_max_link_busy_s <= best * (1 + 1e-9)
 
 
 # -- the edge-colouring start ------------------------------------------------------------------

@@ -14,7 +14,7 @@ from sdnmpi.core.pattern import Pattern, Phase
 from sdnmpi.core.placement import Placement
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
 from sdnmpi.errors import ConfigError, RoutingError
-from sdnmpi.sim import Platform, SimResult, Workload, simulate, simulate_workload
+from sdnmpi.sim import FlowSet, Platform, SimResult, simulate, simulate_workload
 from sdnmpi.sim.engine import run
 from tests.sim.routes import host_demands, shortest_routing
 
@@ -28,8 +28,8 @@ def sim(
     phase_repeat: list[int] | None = None,
 ) -> SimResult:
     platform = Platform.from_arrays([8.0 * c for c in capacity], latency)
-    workload = Workload.from_paths(platform, paths, sizes, phase=phase, phase_repeat=phase_repeat)
-    return simulate_workload(platform, workload)
+    flowset = FlowSet.from_paths(platform, paths, sizes, phase=phase, phase_repeat=phase_repeat)
+    return simulate_workload(platform, flowset)
 
 
 def test_one_link_completion_order_changes_rates():
@@ -102,7 +102,7 @@ def test_empty_demands_take_no_time():
 
 def test_trace_records_flow_rates():
     platform = Platform.from_arrays([8.0, 8.0])
-    inc = Workload.from_paths(platform, [[0], [0, 1]], [1, 1]).incidence
+    inc = FlowSet.from_paths(platform, [[0], [0, 1]], [1, 1]).incidence
     trace = run(platform, inc, np.array([8.0, 8.0]), np.zeros(2), flow_rates=True, timeline=True)
     assert trace.flow_rate_bps.toarray().tolist() == [[4.0, 4.0]]
     assert trace.arc_rate_bps.toarray().tolist() == [[8.0, 4.0]]
@@ -203,7 +203,7 @@ def test_doctests_pass():
     import doctest
     import importlib
 
-    for name in ("maxmin", "platform", "workload", "engine", "report"):
+    for name in ("maxmin", "platform", "flowset", "engine", "report"):
         module = importlib.import_module(f"sdnmpi.sim.{name}")
         failed, _ = doctest.testmod(module)
         assert failed == 0, name

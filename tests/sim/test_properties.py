@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from sdnmpi.core.generators import fat_tree, leaf_spine
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
 from sdnmpi.core.topology import Topology
-from sdnmpi.sim import Platform, Workload, simulate
+from sdnmpi.sim import FlowSet, Platform, simulate
 from sdnmpi.sim.engine import Trace, run_phases, run_ranks
 from tests.sim.routes import host_demands, shortest_routing
 
@@ -73,10 +73,10 @@ def scenarios(draw: st.DrawFn, *, ranks: bool = False) -> Scenario:
     return Scenario(fabric, demands, shortest_routing(fabric, demands, rng))
 
 
-def check_trace(platform: Platform, workload: Workload, rows: np.ndarray, trace: Trace) -> None:
+def check_trace(platform: Platform, flowset: FlowSet, rows: np.ndarray, trace: Trace) -> None:
     """Capacity, bottleneck and byte conservation in every segment of one trace."""
     cap = platform.capacity_bps
-    inc = workload.incidence[rows].toarray() > 0
+    inc = flowset.incidence[rows].toarray() > 0
     flow_rates = trace.flow_rate_bps.toarray()
     for x in flow_rates:
         load = x @ inc
@@ -87,8 +87,8 @@ def check_trace(platform: Platform, workload: Workload, rows: np.ndarray, trace:
             bottleneck = inc[f] & saturated & (x[f] >= on_arc_max * (1 - 1e-7))
             assert bottleneck.any(), f"flow {f} has no bottleneck"
     sent = (trace.segment_end_s - trace.segment_start_s) @ flow_rates
-    assert sent == pytest.approx(workload.size_bits[rows], rel=1e-7, abs=1e-6)
-    latency = workload.latency_s[rows]
+    assert sent == pytest.approx(flowset.size_bits[rows], rel=1e-7, abs=1e-6)
+    latency = flowset.latency_s[rows]
     assert trace.start_s - trace.release_s == pytest.approx(latency, abs=1e-12)
     assert (trace.finish_s >= trace.start_s).all()
 
@@ -97,9 +97,9 @@ def check_trace(platform: Platform, workload: Workload, rows: np.ndarray, trace:
 @given(scenarios())
 def test_rates_are_feasible_max_min_fair_and_deliver_every_byte(sc):
     platform = Platform.from_fabric(sc.fabric)
-    workload = Workload.from_demands(platform, sc.demands, sc.routing)
-    for rows, trace, _ in run_phases(platform, workload, flow_rates=True):
-        check_trace(platform, workload, rows, trace)
+    flowset = FlowSet.from_demands(platform, sc.demands, sc.routing)
+    for rows, trace, _ in run_phases(platform, flowset, flow_rates=True):
+        check_trace(platform, flowset, rows, trace)
 
 
 @settings(max_examples=60, deadline=None)
@@ -168,8 +168,8 @@ def test_latency_adds_to_every_phase(topo, data):
 @given(scenarios(ranks=True))
 def test_ranks_mode_releases_each_flow_when_its_ranks_are_done(sc):
     platform = Platform.from_fabric(sc.fabric)
-    workload = Workload.from_demands(platform, sc.demands, sc.routing)
-    steps, trace = run_ranks(platform, workload, max_flows=10**6)
+    flowset = FlowSet.from_demands(platform, sc.demands, sc.routing)
+    steps, trace = run_ranks(platform, flowset, max_flows=10**6)
     for i in range(len(steps)):
         before = steps.deps.prerequisites(i)
         expected = trace.finish_s[before].max(initial=0.0)

@@ -20,17 +20,17 @@ from sdnmpi.errors import ConfigError
 from sdnmpi.sim import (
     IDEAL,
     PROTOCOLS,
+    FlowSet,
     Platform,
     Protocol,
     SimResult,
-    Workload,
     parse_protocol,
     simulate,
     simulate_workload,
 )
 from sdnmpi.sim.engine import run_ranks
+from sdnmpi.sim.flowset import exchange_deps
 from sdnmpi.sim.protocol import resolve_protocol
-from sdnmpi.sim.workload import exchange_deps
 from tests.sim.routes import host_demands, shortest_routing
 
 C = 1000.0  # bytes/s: the link is 8000 bit/s each way
@@ -176,10 +176,10 @@ def duplex(
     phase: list[int] | None = None,
     repeat: list[int] | None = None,
     messages: list[int] | None = None,
-) -> tuple[Platform, Workload]:
+) -> tuple[Platform, FlowSet]:
     """Flows on the two arcs of one full-duplex link of C bytes/s each way."""
     platform = Platform.from_arrays([8 * C, 8 * C], names=["A->B", "B->A"])
-    workload = Workload.from_paths(
+    flowset = FlowSet.from_paths(
         platform,
         paths,
         sizes,
@@ -188,15 +188,15 @@ def duplex(
         phase_repeat=repeat,
         messages=messages,
     )
-    return platform, workload
+    return platform, flowset
 
 
 def exchange(size: float, messages: int = 1, **kw: object) -> SimResult:
     """Rank 0 on host A and rank 1 on host B send ``size`` bytes to each other."""
-    platform, workload = duplex(
+    platform, flowset = duplex(
         [[0], [1]], [size, size], ([0, 1], [1, 0]), messages=[messages, messages]
     )
-    return simulate_workload(platform, workload, **kw)  # type: ignore[arg-type]
+    return simulate_workload(platform, flowset, **kw)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("mode", ["phases", "ranks"])
@@ -233,8 +233,8 @@ def test_message_count_sets_the_message_size():
 def test_exchange_with_one_direction_eager_is_concurrent():
     # 0->1 sends S (rendezvous), 1->0 sends 1000 bytes (eager): no ordering, so
     # the 1000 bytes take 1 s on their own arc and the S bytes 100 s.
-    platform, workload = duplex([[0], [1]], [S, 1000], ([0, 1], [1, 0]))
-    r = simulate_workload(platform, workload, protocol=OPENMPI)
+    platform, flowset = duplex([[0], [1]], [S, 1000], ([0, 1], [1, 0]))
+    r = simulate_workload(platform, flowset, protocol=OPENMPI)
     assert r.flow_finish_s.tolist() == pytest.approx([S / C, 1.0])
     assert r.flow_release_s.tolist() == [0.0, 0.0]
 
@@ -273,19 +273,19 @@ def test_partial_exchange_shares_a_link_by_max_min():
 
 def test_partial_exchange_needs_both_directions_and_one_phase():
     # one direction eager, or the two directions in different phases: not slowed
-    platform, workload = duplex([[0], [1]], [S, 1000], ([0, 1], [1, 0]))
-    r = simulate_workload(platform, workload, protocol=MPICH)
+    platform, flowset = duplex([[0], [1]], [S, 1000], ([0, 1], [1, 0]))
+    r = simulate_workload(platform, flowset, protocol=MPICH)
     assert r.flow_finish_s.tolist() == pytest.approx([S / C, 1.0]) and len(r.notes) == 0
-    platform, workload = duplex([[0], [1]], [S, S], ([0, 1], [1, 0]), phase=[0, 1])
-    r = simulate_workload(platform, workload, protocol=MPICH)
+    platform, flowset = duplex([[0], [1]], [S, S], ([0, 1], [1, 0]), phase=[0, 1])
+    r = simulate_workload(platform, flowset, protocol=MPICH)
     assert r.total_s == pytest.approx(2 * S / C)
 
 
 def test_lower_rank_goes_first_whatever_the_input_order():
     # The flow 5->2 is listed first and 2->5 second; 2->5 (from the lower rank)
     # goes first: it ends at 100 s, 5->2 is released then and ends at 200 s.
-    platform, workload = duplex([[1], [0]], [S, S], ([5, 2], [2, 5]))
-    r = simulate_workload(platform, workload, protocol=OPENMPI)
+    platform, flowset = duplex([[1], [0]], [S, S], ([5, 2], [2, 5]))
+    r = simulate_workload(platform, flowset, protocol=OPENMPI)
     assert r.flow_finish_s.tolist() == pytest.approx([2 * S / C, S / C])
     assert r.flow_release_s.tolist() == pytest.approx([S / C, 0.0])
 
@@ -334,8 +334,8 @@ def test_random_order_averages_the_race_over_samples():
 def test_exchanges_in_different_phases_are_not_paired():
     # 0->1 in phase 0 and 1->0 in phase 1: never at the same time, no ordering
     # needed; each phase takes S/c.
-    platform, workload = duplex([[0], [1]], [S, S], ([0, 1], [1, 0]), phase=[0, 1])
-    r = simulate_workload(platform, workload, protocol=OPENMPI)
+    platform, flowset = duplex([[0], [1]], [S, S], ([0, 1], [1, 0]), phase=[0, 1])
+    r = simulate_workload(platform, flowset, protocol=OPENMPI)
     assert [p.duration_s for p in r.phases] == pytest.approx([S / C, S / C])
     assert "0 rank-pair exchange(s)" in r.notes[0]
 
@@ -360,14 +360,14 @@ def test_ranks_mode_adds_a_third_wait_edge():
     # step 1 at 2 S/c.  Serialized: 1->0 waits for 0->1 (released at S/c, ends at
     # 2 S/c); step 1 waits for both ranks' step 0, so starts at 2 S/c and ends at
     # 3 S/c.
-    platform, workload = duplex([[0], [1], [0]], [S, S, S], ([0, 1, 0], [1, 0, 1]), phase=[0, 0, 1])
-    assert simulate_workload(platform, workload, mode="ranks").total_s == pytest.approx(2 * S / C)
-    steps, trace = run_ranks(platform, workload, max_flows=100, protocol=OPENMPI)
+    platform, flowset = duplex([[0], [1], [0]], [S, S, S], ([0, 1, 0], [1, 0, 1]), phase=[0, 0, 1])
+    assert simulate_workload(platform, flowset, mode="ranks").total_s == pytest.approx(2 * S / C)
+    steps, trace = run_ranks(platform, flowset, max_flows=100, protocol=OPENMPI)
     assert steps.deps.wait.shape[1] == 3 and steps.deps.member.shape[1] == 3
     assert steps.deps.prerequisites(1).tolist() == [0]
     assert steps.deps.prerequisites(2).tolist() == [0, 1]
     assert trace.finish_s.tolist() == pytest.approx([S / C, 2 * S / C, 3 * S / C])
-    ideal_steps, _ = run_ranks(platform, workload, max_flows=100)
+    ideal_steps, _ = run_ranks(platform, flowset, max_flows=100)
     assert ideal_steps.deps.wait.shape[1] == 2
 
 
@@ -379,11 +379,11 @@ def test_serializing_can_shorten_a_ranks_mode_run():
     # ends at 3 S/c.  Serialized: 2->3 is alone on B->A and ends at S/c, so 3->2
     # starts at S/c (A->B is free: 0->1 also ended at S/c) and ends at 2 S/c;
     # 1->0 runs from S/c to 2 S/c.  Total 2 S/c < 3 S/c.
-    platform, workload = duplex(
+    platform, flowset = duplex(
         [[0], [1], [1], [0]], [S] * 4, ([0, 1, 2, 3], [1, 0, 3, 2]), phase=[0, 0, 0, 1]
     )
-    ideal = simulate_workload(platform, workload, mode="ranks")
-    serial = simulate_workload(platform, workload, mode="ranks", protocol=OPENMPI)
+    ideal = simulate_workload(platform, flowset, mode="ranks")
+    serial = simulate_workload(platform, flowset, mode="ranks", protocol=OPENMPI)
     assert ideal.total_s == pytest.approx(3 * S / C)
     assert serial.total_s == pytest.approx(2 * S / C)
 
@@ -391,14 +391,14 @@ def test_serializing_can_shorten_a_ranks_mode_run():
 def test_host_level_demands_are_unchanged_with_a_note():
     # Ranks -1: no rank pairs, so nothing to serialize; said in the notes.
     platform = Platform.from_arrays([8 * C, 8 * C])
-    workload = Workload.from_paths(platform, [[0], [1]], [S, S])
+    flowset = FlowSet.from_paths(platform, [[0], [1]], [S, S])
     for mode in ("phases", "ranks"):
-        r = simulate_workload(platform, workload, mode=mode, protocol=OPENMPI)
+        r = simulate_workload(platform, flowset, mode=mode, protocol=OPENMPI)
         assert r.total_s == pytest.approx(S / C)
         assert "no rank pairs: protocol openmpi not applied" in r.notes[-1]
-    ranks = simulate_workload(platform, workload, mode="ranks", protocol=OPENMPI)
+    ranks = simulate_workload(platform, flowset, mode="ranks", protocol=OPENMPI)
     assert ranks.notes[0].startswith("host-level demands have no ranks")
-    assert simulate_workload(platform, workload, protocol=IDEAL).notes == ()
+    assert simulate_workload(platform, flowset, protocol=IDEAL).notes == ()
 
 
 def test_exchange_deps_pairs_only_both_directions():
@@ -494,25 +494,25 @@ def test_an_eager_message_leaves_when_its_sender_is_there():
     # 0->1 waits for rank 1's step 0: 2S/c + S/c.  Eager with release=sender, it
     # leaves at once on the free B->A: the run ends with 1->2 at 2S/c.  A rendezvous
     # message (eager limit 0) waits for both ranks under either release.
-    platform, workload = duplex([[0], [1]], [2 * S, S], ([1, 0], [2, 1]), phase=[0, 1])
+    platform, flowset = duplex([[0], [1]], [2 * S, S], ([1, 0], [2, 1]), phase=[0, 1])
     pair = parse_protocol("custom:eager=inf")
     sender = parse_protocol("custom:eager=inf,release=sender")
     rendezvous = parse_protocol("custom:eager=0,release=sender")
-    assert simulate_workload(platform, workload, mode="ranks", protocol=pair).total_s == (
+    assert simulate_workload(platform, flowset, mode="ranks", protocol=pair).total_s == (
         pytest.approx(3 * S / C)
     )
-    assert simulate_workload(platform, workload, mode="ranks", protocol=sender).total_s == (
+    assert simulate_workload(platform, flowset, mode="ranks", protocol=sender).total_s == (
         pytest.approx(2 * S / C)
     )
     assert simulate_workload(
-        platform, workload, mode="ranks", protocol=rendezvous
+        platform, flowset, mode="ranks", protocol=rendezvous
     ).total_s == pytest.approx(3 * S / C)
-    steps, trace = run_ranks(platform, workload, max_flows=100, protocol=sender)
+    steps, trace = run_ranks(platform, flowset, max_flows=100, protocol=sender)
     assert steps.deps.prerequisites(1).tolist() == []
     assert trace.finish_s.tolist() == pytest.approx([2 * S / C, S / C])
     # phases mode has a barrier between phases: the release does not matter there
     for proto in (pair, sender):
-        r = simulate_workload(platform, workload, mode="phases", protocol=proto)
+        r = simulate_workload(platform, flowset, mode="phases", protocol=proto)
         assert r.total_s == pytest.approx(3 * S / C)
 
 

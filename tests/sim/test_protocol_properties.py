@@ -1,4 +1,4 @@
-"""Properties of the protocol model on random workloads.
+"""Properties of the protocol model on random flowsets.
 
 * With no exchange above the eager limit, a serializing protocol changes
   nothing: the same releases and completions as ``ideal``, in both modes, on
@@ -27,9 +27,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from sdnmpi.core.routing.model import Fabric
-from sdnmpi.sim import Platform, Protocol, Workload, simulate_workload
+from sdnmpi.sim import FlowSet, Platform, Protocol, simulate_workload
 from sdnmpi.sim.engine import run_ranks
-from sdnmpi.sim.workload import serialized_exchanges
+from sdnmpi.sim.flowset import serialized_exchanges
 from tests.sim.routes import host_demands, shortest_routing
 from tests.sim.test_properties import Scenario, topologies
 
@@ -70,13 +70,13 @@ def exchanges(draw: st.DrawFn) -> Scenario:
 def test_no_exchange_above_the_limit_changes_nothing(sc, messages, mode):
     sc = with_messages(sc, messages)
     platform = Platform.from_fabric(sc.fabric)
-    workload = Workload.from_demands(platform, sc.demands, sc.routing)
-    biggest = math.ceil(workload.message_bytes.max(initial=0.0))
+    flowset = FlowSet.from_demands(platform, sc.demands, sc.routing)
+    biggest = math.ceil(flowset.message_bytes.max(initial=0.0))
     for limit in (biggest, biggest + 1):
         proto = Protocol("t", limit, "serialized")
-        assert serialized_exchanges(workload, proto) == 0
-        ideal = simulate_workload(platform, workload, mode=mode)
-        got = simulate_workload(platform, workload, mode=mode, protocol=proto)
+        assert serialized_exchanges(flowset, proto) == 0
+        ideal = simulate_workload(platform, flowset, mode=mode)
+        got = simulate_workload(platform, flowset, mode=mode, protocol=proto)
         assert got.total_s == ideal.total_s
         assert np.array_equal(got.flow_finish_s, ideal.flow_finish_s)
         assert np.array_equal(got.flow_release_s, ideal.flow_release_s)
@@ -86,17 +86,17 @@ def test_no_exchange_above_the_limit_changes_nothing(sc, messages, mode):
 @given(exchanges(), st.integers(0, 1_000_000))
 def test_ranks_mode_releases_each_reverse_flow_after_its_forward_flow(sc, limit):
     platform = Platform.from_fabric(sc.fabric)
-    workload = Workload.from_demands(platform, sc.demands, sc.routing)
+    flowset = FlowSet.from_demands(platform, sc.demands, sc.routing)
     proto = Protocol("t", limit, "serialized")
     steps, trace = run_ranks(
-        platform, workload, max_flows=10**6, protocol=proto, order="lower-first"
+        platform, flowset, max_flows=10**6, protocol=proto, order="lower-first"
     )
     for i in range(len(steps)):
         before = steps.deps.prerequisites(i)
         assert trace.release_s[i] == pytest.approx(trace.finish_s[before].max(initial=0.0))
-    src = workload.src_rank[steps.flow]
-    dst = workload.dst_rank[steps.flow]
-    big = workload.serialized(proto)[steps.flow]
+    src = flowset.src_rank[steps.flow]
+    dst = flowset.dst_rank[steps.flow]
+    big = flowset.serialized(proto)[steps.flow]
     for i, j in itertools.permutations(range(len(steps)), 2):
         same = steps.step[i] == steps.step[j] and big[i] and big[j]
         if same and src[i] == dst[j] and dst[i] == src[j] and src[i] < dst[i]:
@@ -105,7 +105,7 @@ def test_ranks_mode_releases_each_reverse_flow_after_its_forward_flow(sc, limit)
 
 
 @st.composite
-def direct_links(draw: st.DrawFn) -> tuple[Platform, Workload]:
+def direct_links(draw: st.DrawFn) -> tuple[Platform, FlowSet]:
     """Hosts joined pairwise by direct arcs (one per ordered pair), ranks on hosts."""
     nhosts = draw(st.integers(2, 3))
     arcs = [(a, b) for a in range(nhosts) for b in range(nhosts) if a != b]
@@ -127,7 +127,7 @@ def direct_links(draw: st.DrawFn) -> tuple[Platform, Workload]:
     rows = [r for r in rows if host[r[0]] != host[r[1]]]
     nphases = 1 + max((r[4] for r in rows), default=0)
     repeat = draw(st.lists(st.integers(1, 3), min_size=nphases, max_size=nphases))
-    return platform, Workload.from_paths(
+    return platform, FlowSet.from_paths(
         platform,
         [[arcs.index((host[s], host[d]))] for s, d, *_ in rows],
         [r[2] for r in rows],
@@ -141,14 +141,14 @@ def direct_links(draw: st.DrawFn) -> tuple[Platform, Workload]:
 @settings(max_examples=80, deadline=None)
 @given(direct_links(), st.integers(0, 12))
 def test_serializing_is_never_faster_on_single_arc_paths(case, limit):
-    platform, workload = case
+    platform, flowset = case
     proto = Protocol("t", limit, "serialized")
-    ideal = simulate_workload(platform, workload)
-    serial = simulate_workload(platform, workload, protocol=proto)
+    ideal = simulate_workload(platform, flowset)
+    serial = simulate_workload(platform, flowset, protocol=proto)
     for a, b in zip(ideal.phases, serial.phases, strict=True):
         assert b.duration_s >= a.duration_s * (1 - 1e-9)
     assert serial.total_s >= ideal.total_s * (1 - 1e-9)
-    exchanges = serialized_exchanges(workload, proto)
+    exchanges = serialized_exchanges(flowset, proto)
     event("some exchange serialized" if exchanges else "no exchange serialized")
     if exchanges == 0:
         assert serial.total_s == ideal.total_s

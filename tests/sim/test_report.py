@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sdnmpi.core.flowsets import build
 
 from sdnmpi.catalog import load_pattern, load_topology
 from sdnmpi.core.generators import fat_tree
 from sdnmpi.core.placement import block
 from sdnmpi.core.routing.model import Demands, Fabric
-from sdnmpi.core.workloads import build
 from sdnmpi.formats.pfprof import recorded_placement
-from sdnmpi.sim import Platform, SimResult, Workload, simulate, simulate_workload
+from sdnmpi.sim import FlowSet, Platform, SimResult, simulate, simulate_workload
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -31,14 +31,14 @@ def two_phases() -> SimResult:
     # Phase 0 (repeat 2): the "completion order" case, 10/3 s.  Phase 1: one flow
     # of 3 bytes on arc 1 (3 B/s): 1 s.  Total 2 * 10/3 + 1.
     platform = Platform.from_arrays([16.0, 24.0], [0.0, 0.0], ["a->b", "b->c"], name="line")
-    workload = Workload.from_paths(
+    flowset = FlowSet.from_paths(
         platform,
         [[0], [0, 1], [1], [1]],
         [1, 4, 6, 3],
         phase=[0, 0, 0, 1],
         phase_repeat=[2, 1],
     )
-    return simulate_workload(platform, workload, timeline=True)
+    return simulate_workload(platform, flowset, timeline=True)
 
 
 def test_result_dict_is_json_ready_and_matches_golden_file():
@@ -96,7 +96,7 @@ def test_files_are_written_only_when_asked(tmp_path):
 
 def test_without_timeline_the_csv_is_a_header():
     platform = Platform.from_arrays([8.0])
-    r = simulate_workload(platform, Workload.from_paths(platform, [[0]], [1]))
+    r = simulate_workload(platform, FlowSet.from_paths(platform, [[0]], [1]))
     assert r.timeline is None and "timeline" not in r.to_dict()
     assert r.timeline_csv().startswith("segment,start_s,end_s")
 
@@ -138,6 +138,6 @@ def test_pairwise_alltoall_on_fat_tree():
 
 def test_no_traffic_names_no_arc():
     platform = Platform.from_arrays([8.0])
-    r = simulate_workload(platform, Workload.from_paths(platform, [], []))
+    r = simulate_workload(platform, FlowSet.from_paths(platform, [], []))
     assert r.max_link_bytes == (-1, 0.0) and r.max_utilization == (-1, 0.0)
     assert r.to_dict()["max_link_load"]["bytes"] == {"arc": -1, "name": None, "bytes": 0.0}

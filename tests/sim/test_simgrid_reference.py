@@ -33,7 +33,7 @@ from sdnmpi.core.generators import fat_tree
 from sdnmpi.core.pattern import Pattern, Phase
 from sdnmpi.core.placement import Placement
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
-from sdnmpi.sim import Platform, Workload, simulate
+from sdnmpi.sim import FlowSet, Platform, simulate
 from sdnmpi.sim.engine import Trace, run, run_ranks
 from tests.sim.routes import shortest_routing
 
@@ -84,13 +84,13 @@ def links_of(platform: Platform, native_latency: bool = False) -> list[dict[str,
     ]
 
 
-def flows_of(workload: Workload, rows: np.ndarray, deps: list[list[int]], delay: bool) -> list:
-    inc = workload.incidence[rows]
+def flows_of(flowset: FlowSet, rows: np.ndarray, deps: list[list[int]], delay: bool) -> list:
+    inc = flowset.incidence[rows]
     return [
         {
             "route": inc.indices[inc.indptr[i] : inc.indptr[i + 1]].tolist(),
-            "size": int(workload.size_bytes[r]),
-            "delay": float(workload.latency_s[r]) if delay else 0.0,
+            "size": int(flowset.size_bytes[r]),
+            "delay": float(flowset.latency_s[r]) if delay else 0.0,
             "deps": deps[i],
         }
         for i, r in enumerate(rows.tolist())
@@ -107,16 +107,14 @@ def abstract_case(
 ) -> Case:
     """A handful of flows on a few links, one phase."""
     platform = Platform.from_arrays([8 * c for c in capacity_bytes], latency)
-    workload = Workload.from_paths(platform, paths, sizes)
-    trace = run(
-        platform, workload.incidence, workload.size_bits, workload.latency_s, flow_rates=True
-    )
-    rows = np.arange(len(workload))
-    flows = flows_of(workload, rows, [[] for _ in rows], delay=not native_latency)
+    flowset = FlowSet.from_paths(platform, paths, sizes)
+    trace = run(platform, flowset.incidence, flowset.size_bits, flowset.latency_s, flow_rates=True)
+    rows = np.arange(len(flowset))
+    flows = flows_of(flowset, rows, [[] for _ in rows], delay=not native_latency)
     # SimGrid's actor sends at once when the link pays the latency: its start is our release.
     start = trace.release_s if native_latency else trace.start_s
     case = Case(
-        name, links_of(platform, native_latency), flows, trace.finish_s, start, workload.size_bytes
+        name, links_of(platform, native_latency), flows, trace.finish_s, start, flowset.size_bytes
     )
     return with_samples(case, trace)
 
@@ -150,18 +148,18 @@ def fat_tree_phase_case() -> Case:
     """The first phase alone; route latencies 2, 4 and 6 us, paid as delays."""
     fabric, demands, routing = fat_tree_inputs()
     platform = Platform.from_fabric(fabric)
-    workload = Workload.from_demands(platform, demands, routing)
-    rows = workload.phase_rows(0)
-    sub = workload.incidence[rows]
-    trace = run(platform, sub, workload.size_bits[rows], workload.latency_s[rows], flow_rates=True)
-    flows = flows_of(workload, rows, [[] for _ in rows], delay=True)
+    flowset = FlowSet.from_demands(platform, demands, routing)
+    rows = flowset.phase_rows(0)
+    sub = flowset.incidence[rows]
+    trace = run(platform, sub, flowset.size_bits[rows], flowset.latency_s[rows], flow_rates=True)
+    flows = flows_of(flowset, rows, [[] for _ in rows], delay=True)
     case = Case(
         "fat-tree phase",
         links_of(platform),
         flows,
         trace.finish_s,
         trace.start_s,
-        workload.size_bytes[rows],
+        flowset.size_bytes[rows],
     )
     return with_samples(case, trace)
 
@@ -171,17 +169,17 @@ def fat_tree_phases_case() -> Case:
     fabric, demands, routing = fat_tree_inputs()
     result = simulate(fabric, demands, routing, mode="phases")
     platform = Platform.from_fabric(fabric)
-    workload = Workload.from_demands(platform, demands, routing)
-    rows = np.arange(len(workload))
-    previous = [np.flatnonzero(workload.phase == p - 1).tolist() for p in workload.phase.tolist()]
-    offset = np.array([result.phases[p].start_s for p in workload.phase.tolist()])
+    flowset = FlowSet.from_demands(platform, demands, routing)
+    rows = np.arange(len(flowset))
+    previous = [np.flatnonzero(flowset.phase == p - 1).tolist() for p in flowset.phase.tolist()]
+    offset = np.array([result.phases[p].start_s for p in flowset.phase.tolist()])
     return Case(
         "fat-tree phases",
         links_of(platform),
-        flows_of(workload, rows, previous, delay=True),
+        flows_of(flowset, rows, previous, delay=True),
         result.flow_finish_s + offset,
         result.flow_start_s + offset,
-        workload.size_bytes,
+        flowset.size_bytes,
     )
 
 
@@ -189,16 +187,16 @@ def fat_tree_ranks_case() -> Case:
     """All three phases in ranks mode: each flow waits for its two ranks' previous steps."""
     fabric, demands, routing = fat_tree_inputs()
     platform = Platform.from_fabric(fabric)
-    workload = Workload.from_demands(platform, demands, routing)
-    steps, trace = run_ranks(platform, workload, max_flows=10**6, flow_rates=True)
+    flowset = FlowSet.from_demands(platform, demands, routing)
+    steps, trace = run_ranks(platform, flowset, max_flows=10**6, flow_rates=True)
     deps = [steps.deps.prerequisites(i).tolist() for i in range(len(steps))]
     case = Case(
         "fat-tree ranks",
         links_of(platform),
-        flows_of(workload, steps.flow, deps, delay=True),
+        flows_of(flowset, steps.flow, deps, delay=True),
         trace.finish_s,
         trace.start_s,
-        workload.size_bytes[steps.flow],
+        flowset.size_bytes[steps.flow],
     )
     return with_samples(case, trace)
 

@@ -26,7 +26,9 @@ def run_command(
         DEFAULT_SOCKET, "--socket", help="Unix socket the ranks register on (mode 0666)."
     ),
     bpf_object: Path | None = typer.Option(
-        None, "--bpf-object", help="Compiled tagger (default build/bpf/tagger.bpf.o)."
+        None,
+        "--bpf-object",
+        help="Compiled tagger (default: tagger.bpf.o in $SDNMPI_BPF_DIR, else build/bpf).",
     ),
     scan_interval_s: float = typer.Option(
         0.01, "--scan-interval", help="Seconds between checks for new TCP connections."
@@ -46,7 +48,7 @@ def run_command(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
 ) -> None:
     """Attach the tagger to IFACE (in this network namespace) and serve ranks until SIGTERM."""
-    from sdnmpi.node.agent import Agent, AgentConfig, ControllerHub, Hub, LocalHub
+    from sdnmpi.node.agent import Agent, AgentConfig, LocalTagHub, RemoteTagHub, TagHubApi
 
     if scan_interval_s <= 0:
         raise ConfigError(f"--scan-interval must be > 0, got {scan_interval_s}")
@@ -56,9 +58,9 @@ def run_command(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(name)s %(levelname)s: %(message)s",
     )
-    hub: Hub = LocalHub()
+    hub: TagHubApi = LocalTagHub()
     if controller_api is not None:
-        hub = ControllerHub(controller_api, host or socket.gethostname())
+        hub = RemoteTagHub(controller_api, host or socket.gethostname())
     agent = Agent(AgentConfig(iface, socket_path, bpf_object, scan_interval_s), hub)
     stop = threading.Event()
 

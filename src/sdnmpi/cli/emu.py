@@ -282,7 +282,9 @@ def agents_up_command(
     name: str = NAME,
     state_root: Path = STATE_ROOT,
     bpf_object: Path | None = typer.Option(
-        None, "--bpf-object", help="Compiled tagger (default build/bpf/tagger.bpf.o)."
+        None,
+        "--bpf-object",
+        help="Compiled tagger (default: tagger.bpf.o in $SDNMPI_BPF_DIR, else build/bpf).",
     ),
     controller_api: Path | None = typer.Option(
         None, "--controller-api", help="The controller's API socket (job slots, peers)."

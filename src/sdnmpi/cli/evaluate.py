@@ -150,7 +150,7 @@ def _render(results: list[evaluation.RouterResult], topo: str, plots: list[str])
             "time / bound",
             "route s",
             title=f"{name} on {topo}: {first.flows:,} flows, {first.phases} phases; "
-            f"LP bound {first.lp_max_link_util:.4g}, lower bound {first.lower_bound_s:.4g} s"
+            f"LP bound {first.lp_max_link_busy_s:.4g}, lower bound {first.lower_bound_s:.4g} s"
             + ("" if first.protocol == "ideal" else f"; protocol {first.protocol}"),
         )
         for r in rows:
@@ -159,8 +159,8 @@ def _render(results: list[evaluation.RouterResult], topo: str, plots: list[str])
                 r.router,
                 f"{r.comm_time_s:.4g} s",
                 speed,
-                f"{r.max_link_util:.4g}",
-                f"{r.util_ratio:.3f}",
+                f"{r.max_link_busy_s:.4g}",
+                f"{r.bound_ratio:.3f}",
                 f"{r.time_ratio:.3f}",
                 f"{r.route_time_s:.3f}",
             )

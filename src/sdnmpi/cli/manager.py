@@ -107,7 +107,7 @@ def run_command(
     """Serve the gRPC API until SIGTERM."""
     from sdnmpi.core.routing import ROUTERS
     from sdnmpi.manager import sandbox
-    from sdnmpi.manager.controller import ControllerFabric
+    from sdnmpi.manager.controller_client import ControllerClient
     from sdnmpi.manager.peercred import Limits
     from sdnmpi.manager.server import ManagerServer, scheduler_uids
     from sdnmpi.manager.service import ManagerService
@@ -125,7 +125,7 @@ def run_command(
     try:
         service = ManagerService(
             store,
-            ControllerFabric(controller_api, timeout_s=controller_timeout_s),
+            ControllerClient(controller_api, timeout_s=controller_timeout_s),
             time.time,
             default_router=router,
             rebalance=rebalance,

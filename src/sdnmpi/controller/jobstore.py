@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sdnmpi.errors import ConfigError
+from sdnmpi.errors import ConfigError, FormatError
+from sdnmpi.wire.controller_api import encode_pairs, split_pair_key
 
 SCHEMA = "sdnmpi.controller-jobs/2"
 _SCHEMA_V1 = "sdnmpi.controller-jobs/1"
@@ -83,7 +84,7 @@ class JobStore:
         doc = {
             "schema": SCHEMA,
             "jobs": {
-                str(job): {f"{s}>{d}": list(path) for (s, d), path in sorted(pairs.items())}
+                str(job): encode_pairs(dict(sorted(pairs.items())))
                 for job, pairs in sorted(jobs.items())
             },
             "tagged": dict(tagged or {}),
@@ -129,9 +130,10 @@ def _pairs(job: str, obj: Any) -> JobPairs:
         raise ValueError(f"job {job}: pairs must be an object")
     out: JobPairs = {}
     for key, path in obj.items():
-        src, sep, dst = key.partition(">")
-        if not sep or not src or not dst:
-            raise ValueError(f"job {job}: pair {key!r} is not 'SRC>DST'")
+        try:
+            src, dst = split_pair_key(key)
+        except FormatError:
+            raise ValueError(f"job {job}: pair {key!r} is not 'SRC>DST'") from None
         if not isinstance(path, list) or not all(isinstance(n, str) for n in path):
             raise ValueError(f"job {job}: path of {key} must be a list of node names")
         out[(src, dst)] = list(path)

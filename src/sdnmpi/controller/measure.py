@@ -9,7 +9,7 @@ The byte counter of a pair's rule at its first switch is what the source sent
 to the destination.  Pairs another job routes keep that job's rules and are
 reported as not measured.
 
-API ops (JSON lines, answered by the os-ken shim)::
+API ops (JSON lines, answered by the os-ken shim; docs/controller-api.md)::
 
     {"op": "measure_start", "job_id": J, "hosts": ["h1", "h3"]}
         -> {"ok": true, "pairs": 2, "skipped": []}
@@ -25,16 +25,12 @@ from typing import Any
 from sdnmpi.controller.routes import Route
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError
+from sdnmpi.wire.controller_api import MEASURE_OPS
 
 #: Measurement job ids start here: above the manager's job ids (1 .. 2**40 - 1) and
 #: below the tag service's (2**47 + slot).
 FIRST_ID = 2**40
 LAST_ID = 2**47 - 1
-MEASURE_OPS = {
-    "measure_start": {"op", "job_id", "hosts"},
-    "measure_read": {"op", "job_id"},
-    "measure_stop": {"op", "job_id"},
-}
 
 
 def parse(req: Mapping[str, Any]) -> tuple[str, int, tuple[str, ...]]:

@@ -1,23 +1,19 @@
-"""The thin os-ken shim: OpenFlow 1.3 events in, :class:`Planner` calls, messages out.
+"""The thin os-ken shim: OpenFlow 1.3 events in, calls of pure parts, messages out.
 
-Faucet style: every routing decision is the pure
-:class:`~sdnmpi.controller.planner.Planner`'s; this module only decodes os-ken
-events into planner calls and encodes what the planner returns
-(:class:`FlowRule` -> ``OFPFlowMod``, :class:`Barrier` -> ``OFPBarrierRequest``,
-:class:`PacketOut` -> ``OFPPacketOut``), polls port statistics into
-:class:`~sdnmpi.controller.portstats.PortStats`, and decides *when* to sync.
+Faucet style: this module decides nothing.  It decodes os-ken events into calls of
+the :class:`~sdnmpi.controller.planner.Planner` (every routing decision), asks
+:class:`~sdnmpi.controller.syncpolicy.SyncPolicy` when to sync, hands API request
+lines to :class:`~sdnmpi.controller.api.ApiHandler` (docs/controller-api.md), and
+encodes what comes back (:mod:`~sdnmpi.controller.ofcodec`: :class:`FlowRule` ->
+``OFPFlowMod``, :class:`Barrier` -> ``OFPBarrierRequest``, :class:`PacketOut` ->
+``OFPPacketOut``); it polls port statistics into
+:class:`~sdnmpi.controller.portstats.PortStats` and writes the job store.
 
-When to sync: switch, link and re-connection events are recorded with
-``sync=False``; one :meth:`Planner.sync` follows once the events have been
-quiet for a moment (LLDP discovery comes in bursts).  The first sync after
-start-up waits until the model's switches and switch links have all been
-discovered (or ``hold_s`` passed), so a restarted controller does not route a
-half-discovered fabric and tear down default routes still carrying traffic.
-Each switch reports the sdnmpi rules it holds (flow-stats) when it connects,
-so a resync sends only the difference (nothing, after a plain restart).  With
-a job store (``--state-file``, :mod:`~sdnmpi.controller.jobstore`) the jobs'
-routes are restored before that first sync, so their rules stay too.
-Packet-ins are ignored until that first sync.
+Each switch reports the sdnmpi rules it holds (flow-stats) when it connects, so a
+resync sends only the difference (nothing, after a plain restart).  With a job store
+(``--state-file``, :mod:`~sdnmpi.controller.jobstore`) the jobs' routes are restored
+before the first sync, so their rules stay too.  Packet-ins are ignored until that
+first sync.
 
 Started by :mod:`~sdnmpi.controller.launcher`, which sets :attr:`SdnMpiApp.settings`.
 """
@@ -47,30 +43,21 @@ from os_ken.lib import hub  # type: ignore[import-untyped]
 from os_ken.ofproto import ofproto_v1_3  # type: ignore[import-untyped]
 from os_ken.topology import event as topo_event  # type: ignore[import-untyped]
 
-from sdnmpi.controller import cookies, measure
+from sdnmpi.controller import cookies
+from sdnmpi.controller.api import ApiHandler, CounterRead
 from sdnmpi.controller.flows import (
-    IP_PROTO_UDP,
-    OFPP_CONTROLLER,
     OFPP_MAX,
-    Action,
     Barrier,
     FlowRule,
     FlowRuleError,
-    Match,
     Message,
-    Output,
-    PacketOut,
-    SetField,
-    ToController,
 )
-from sdnmpi.controller.jobstore import JobPairs, JobStore, StoredState
+from sdnmpi.controller.jobstore import JobStore, StoredState
+from sdnmpi.controller.ofcodec import counter_row, flow_mod, packet_out, rule_from_stats
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.portstats import PortStats
-from sdnmpi.controller.routes import Route
-from sdnmpi.controller.tagservice import TAG_OPS, RestoreError, TagService
-from sdnmpi.core.topology import Topology
+from sdnmpi.controller.syncpolicy import SyncPolicy, discovery_complete
 from sdnmpi.errors import ConfigError, SdnMpiError
-from sdnmpi.formats.native import topology_to_dict
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +95,6 @@ class AppSettings:
     restore: StoredState = field(default_factory=StoredState)
 
 
-_OFPFC = {"add": "OFPFC_ADD", "delete": "OFPFC_DELETE", "delete_strict": "OFPFC_DELETE_STRICT"}
-
-
 class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
     """os-ken application around one :class:`Planner` (see module docstring)."""
 
@@ -131,19 +115,14 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self.stats = PortStats()
         self.datapaths: dict[int, Any] = {}
         self._flow_stats: dict[int, list[Any]] = {}
-        #: Measurement jobs' routes, and their flow statistics replies by request xid.
-        self.measuring: dict[int, list[Route]] = {}
+        #: Measurement reads' flow statistics replies by request xid.
         self._counters: dict[int, list[Any]] = {}
         self._counters_done: set[int] = set()
         self._barriers: dict[tuple[int, int], float] = {}
-        self._dirty = False
-        self._last_event = time.monotonic()
-        self._started = time.monotonic()
-        self._synced_once = False
-        #: Node agents' reports: job slots, placements, tagged jobs.
-        self.tags = TagService(self.planner)
-        #: The jobs' routes by node names, as accepted (what the job store holds).
-        self.job_pairs: dict[int, JobPairs] = {}
+        self.sync = SyncPolicy(self.cfg.quiet_s, self.cfg.hold_s, time.monotonic())
+        #: The API's requests and the state they change (job routes, tagged jobs,
+        #: measurement jobs), pure: this shim only moves bytes and messages for it.
+        self.api = ApiHandler(self.planner)
         self.threads.append(hub.spawn(self._sync_loop))
         self.threads.append(hub.spawn(self._stats_loop))
         if self.cfg.api_socket is not None:
@@ -158,8 +137,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             return
         if ev.state == MAIN_DISPATCHER:
             log.info("switch %#x connected", dpid)
-            if not self.datapaths and not self._synced_once:
-                self._started = time.monotonic()  # discovery time counts from the first switch
+            self.sync.switch_connected(time.monotonic(), first=not self.datapaths)
             self.datapaths[dpid] = dp
             self._request_flows(dp)
         elif ev.state == DEAD_DISPATCHER and self.datapaths.get(dpid) is dp:
@@ -168,7 +146,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             self._flow_stats.pop(dpid, None)
             self.stats.forget_switch(dpid)
             self.planner.switch_down(dpid, sync=False)
-            self._touch()
+            self.sync.touch(time.monotonic())
 
     def _request_flows(self, dp: Any) -> None:
         """Ask what sdnmpi rules the switch holds (answered in :meth:`_flow_stats_reply`)."""
@@ -210,7 +188,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             installed = None
         log.info("switch %#x holds %d sdnmpi rules", dpid, len(body))
         self.planner.switch_up(dpid, installed, sync=False)
-        self._touch()
+        self.sync.touch(time.monotonic())
 
     @_on(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def _port_status(self, ev: Any) -> None:
@@ -230,19 +208,19 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         src, dst = ev.link.src, ev.link.dst
         log.info("link %#x:%d -> %#x:%d up", src.dpid, src.port_no, dst.dpid, dst.port_no)
         self.planner.link_up((src.dpid, src.port_no), (dst.dpid, dst.port_no), sync=False)
-        self._touch()
+        self.sync.touch(time.monotonic())
 
     @_on(topo_event.EventLinkDelete)
     def _link_delete(self, ev: Any) -> None:
         src, dst = ev.link.src, ev.link.dst
         log.info("link %#x:%d -> %#x:%d down", src.dpid, src.port_no, dst.dpid, dst.port_no)
         self.planner.link_down((src.dpid, src.port_no), (dst.dpid, dst.port_no), sync=False)
-        self._touch()
+        self.sync.touch(time.monotonic())
 
     # -- packets --------------------------------------------------------------------------
     @_on(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def _packet_in(self, ev: Any) -> None:
-        if not self._synced_once:
+        if not self.sync.synced_once:
             return
         msg = ev.msg
         in_port = msg.match.get("in_port")
@@ -260,20 +238,6 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self.send(out)
 
     # -- syncing --------------------------------------------------------------------------
-    def _touch(self) -> None:
-        self._dirty = True
-        self._last_event = time.monotonic()
-
-    def discovery_complete(self) -> bool:
-        """Every model switch connected and every model switch link seen both ways."""
-        model = self.planner.inventory.model
-        if model is None:
-            return True
-        inv = self.planner.inventory
-        if not {s.dpid for s in model.switches} <= inv.switches_up:
-            return False
-        return len(inv.duplex_links()) >= _switch_link_count(model)
-
     def _sync_loop(self) -> None:
         while True:
             hub.sleep(0.1)
@@ -281,55 +245,32 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 self._maybe_sync(time.monotonic())
 
     def _maybe_sync(self, now: float) -> None:
-        """One planner sync once events are quiet (and, the first time, discovery is done)."""
-        if not self._dirty or now - self._last_event < self.cfg.quiet_s:
+        """One planner sync when :class:`SyncPolicy` says it is due."""
+        complete = self.sync.synced_once or discovery_complete(self.planner.inventory)
+        if not self.sync.due(now, complete, reports_pending=bool(self._flow_stats)):
             return
-        if not self._synced_once:
-            complete = self.discovery_complete()
-            waiting = bool(self._flow_stats) or not complete
-            if waiting and now - self._started <= self.cfg.hold_s:
-                return
+        restored: list[Message] = []
+        if not self.sync.synced_once:  # the stored jobs go to the planner before its first sync
             inv = self.planner.inventory
             log.info(
                 "discovery %s: %d switches, %d switch links after %.2f s",
                 "complete" if complete else "INCOMPLETE",
                 len(inv.switches_up),
                 len(inv.duplex_links()),
-                now - self._started,
+                now - self.sync.started,
             )
-        self._dirty = False
-        restored = [] if self._synced_once else self._restore_jobs()
-        self._synced_once = True
+            restored, changed = self.api.restore(self.cfg.restore)
+            if changed:
+                self._save_jobs()
+        self.sync.synced()
+        self.api.synced = True
         self.send(restored + self.planner.sync())
-
-    def _restore_jobs(self) -> list[Message]:
-        """Hand the stored jobs to the planner before its first sync (see jobstore)."""
-        out: list[Message] = []
-        stored = self.cfg.restore
-        for job_id, pairs in sorted(stored.jobs.items()):
-            try:
-                out += self.planner.install_job(job_id, pairs)
-            except SdnMpiError as exc:
-                log.warning("stored job %d not restored: %s", job_id, exc)
-                continue
-            self.job_pairs[job_id] = dict(pairs)
-            log.info("job %d restored: %d pairs", job_id, len(pairs))
-        try:
-            out += self.tags.restore(stored.tagged)
-        except RestoreError as exc:
-            log.warning("%s", exc)
-            out += exc.msgs
-        if stored.tagged:
-            log.info("tagged jobs restored: %s", ", ".join(sorted(self.tags.hub.jobs)) or "none")
-        if self.job_pairs.keys() != stored.jobs.keys() or self.tags.snapshot() != stored.tagged:
-            self._save_jobs()
-        return out
 
     def _save_jobs(self) -> None:
         if self.cfg.job_store is None:
             return
         try:
-            self.cfg.job_store.save(self.job_pairs, self.tags.snapshot())
+            self.cfg.job_store.save(*self.api.snapshot())
         except OSError as exc:
             log.error("cannot write the job store %s: %s", self.cfg.job_store.path, exc)
 
@@ -391,132 +332,42 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 stream.flush()
 
     def api_request(self, line: bytes) -> dict[str, Any]:
-        """Answer one request line; errors are replies (``ok: false``), never exceptions
-        (an unexpected one is logged and answered as an internal error)."""
+        """Answer one request line (:meth:`ApiHandler.handle`, then what its answer asks:
+        write the job store, send the messages and wait for their barriers, read flow
+        counters); errors are replies (``ok: false``), never exceptions."""
+        t0 = time.monotonic()
         try:
-            return self._api_request(line)
+            with self.lock:
+                answer = self.api.handle(line)
+                if answer.save:
+                    self._save_jobs()
+                confirmed = self._send_confirmed(answer.messages) if answer.confirm else True
+                if answer.counters is not None:
+                    return self.api.counted(answer.counters, self._read_counters(answer.counters))
+        except SdnMpiError as exc:
+            return {"ok": False, "error": str(exc)}
         except Exception as exc:
             log.exception("API request crashed: %.200r", line)
             return {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}
+        reply = answer.complete(confirmed, time.monotonic() - t0)
+        if answer.timed:
+            log.info("job %s: %d flow-mods, confirmed=%s in %.3f s", reply.get("job_id"),
+                     reply.get("flow_mods", 0), confirmed, reply.get("seconds", 0.0))  # fmt: skip
+        return reply
 
-    def _api_request(self, line: bytes) -> dict[str, Any]:
-        req = request_object(line)
-        op = req.get("op") if req is not None else None
-        if not isinstance(op, str):
-            req = None  # parse_request names what is wrong
-        if req is not None and op in TAG_OPS:
-            return self._tag_request(req)
-        if req is not None and op in QUERY_OPS and set(req) == {"op"}:
-            return self._query(str(op))
-        if req is not None and op in measure.MEASURE_OPS:
-            return self._measure(req)
-        try:
-            op, job_id, pairs = parse_request(line)
-            t0 = time.monotonic()
-            with self.lock:
-                if not self._synced_once:
-                    raise ConfigError("the fabric is not discovered yet")
-                if op == "install_job":  # a job that has routes gets the new ones
-                    msgs = self.planner.replace_job(job_id, pairs)
-                    self.job_pairs[job_id] = pairs
-                else:
-                    msgs = self.planner.remove_job(job_id)
-                    self.job_pairs.pop(job_id, None)
-                self._save_jobs()
-                confirmed = self._send_confirmed(msgs)
-        except SdnMpiError as exc:
-            return {"ok": False, "error": str(exc)}
-        mods = sum(isinstance(m, FlowRule) for m in msgs)
-        elapsed = time.monotonic() - t0
-        log.info(
-            "%s %d: %d flow-mods, confirmed=%s in %.3f s", op, job_id, mods, confirmed, elapsed
-        )
-        return {
-            "ok": confirmed,
-            "job_id": job_id,
-            "flow_mods": mods,
-            "switches": len({m.dpid for m in msgs}),
-            "seconds": round(elapsed, 4),
-            **({} if confirmed else {"error": "barriers not confirmed in time"}),
-        }
-
-    def _tag_request(self, req: dict[str, Any]) -> dict[str, Any]:
-        """A node agent's report (:mod:`~sdnmpi.controller.tagservice`)."""
-        try:
-            with self.lock:
-                if not self._synced_once:
-                    raise ConfigError("the fabric is not discovered yet")
-                reply, msgs = self.tags.handle(req)
-                if req["op"] in PERSISTED_TAG_OPS:
-                    self._save_jobs()
-                confirmed = self._send_confirmed(msgs) if msgs else True
-        except SdnMpiError as exc:
-            log.info("%s refused: %s", req.get("op"), exc)
-            return {"ok": False, "error": str(exc)}
-        if msgs:
-            mods = sum(isinstance(m, FlowRule) for m in msgs)
-            log.info(
-                "%s %s: %d flow-mods, confirmed=%s", req["op"], req.get("job"), mods, confirmed
-            )
-        return {**reply, "ok": confirmed}
-
-    def _query(self, op: str) -> dict[str, Any]:
-        """Read-only ops: ``topology`` (the live fabric) and ``jobs`` (job routes held)."""
-        with self.lock:
-            if op == "jobs":
-                return {
-                    "ok": True,
-                    "jobs": {
-                        str(job): {f"{s}>{d}": list(path) for (s, d), path in pairs.items()}
-                        for job, pairs in sorted(self.job_pairs.items())
-                    },
-                }
-            topo = self.planner.live_topology()
-        if topo is None:
-            return {"ok": False, "error": "the fabric is not discovered yet"}
-        return {"ok": True, "topology": topology_to_dict(topo)}
-
-    def _measure(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Measurement jobs (:mod:`~sdnmpi.controller.measure`): per-pair byte counters."""
-        try:
-            op, job_id, hosts = measure.parse(req)
-            with self.lock:
-                if not self._synced_once:
-                    raise ConfigError("the fabric is not discovered yet")
-                if op == "measure_read":
-                    return {"ok": True, "bytes": self._read_counters(job_id)}
-                if op == "measure_stop":
-                    self.measuring.pop(job_id, None)
-                    return {"ok": self._send_confirmed(self.planner.remove_job(job_id))}
-                topo = self.planner.live_topology()
-                if topo is None:
-                    raise ConfigError("the fabric is not discovered yet")
-                taken = {r.key for rs in self.planner.jobs.values() for r in rs}
-                routes, skipped = measure.routes_for(
-                    topo, self.planner.default_routes(), hosts, taken
-                )
-                msgs = self.planner.install_job(job_id, routes)
-                self.measuring[job_id] = routes
-                ok = self._send_confirmed(msgs)
-        except SdnMpiError as exc:
-            return {"ok": False, "error": str(exc)}
-        log.info("measurement job %d: %d pairs, %d skipped", job_id, len(routes), len(skipped))
-        return {"ok": ok, "pairs": len(routes), "skipped": skipped}
-
-    def _read_counters(self, job_id: int) -> dict[str, int]:
-        """Ask the pairs' first switches for the job's rule counters (lock held)."""
-        routes = self.measuring.get(job_id)
-        if routes is None:
-            raise ConfigError(f"no measurement job {job_id}")
+    def _read_counters(self, read: CounterRead) -> dict[int, list[tuple[str, str, int]]]:
+        """Ask the switches for the job's rule counters (lock held, released while
+        waiting); (eth_src, eth_dst, bytes) rows by switch."""
         waiting: dict[int, int] = {}
-        for dpid in sorted(set(measure.first_hops(routes).values())):
+        for dpid in read.dpids:
             dp = self.datapaths.get(dpid)
             if dp is None:
                 raise ConfigError(f"switch {dpid:#x} is not connected")
             ofp, parser = dp.ofproto, dp.ofproto_parser
-            ck = cookies.job_cookie(job_id)
-            req = parser.OFPFlowStatsRequest(dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
-                                             ck, cookies.FULL_MASK, parser.OFPMatch())  # fmt: skip
+            req = parser.OFPFlowStatsRequest(
+                dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
+                read.cookie, cookies.FULL_MASK, parser.OFPMatch(),
+            )  # fmt: skip
             dp.set_xid(req)
             self._counters[req.xid] = []
             waiting[req.xid] = dpid
@@ -528,16 +379,14 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 if left <= 0:
                     raise ConfigError("switches did not answer the flow statistics request")
                 self._confirmed.wait(left)
-            rows = {
-                dpid: [_counter_row(st) for st in self._counters[xid]]
+            return {
+                dpid: [counter_row(st) for st in self._counters[xid]]
                 for xid, dpid in waiting.items()
             }
         finally:
             for xid in waiting:
                 self._counters.pop(xid, None)
                 self._counters_done.discard(xid)
-        names = {h.mac: h.name for h in self.planner.live_topology().hosts}  # type: ignore[union-attr]
-        return measure.pair_bytes(routes, rows, names)
 
     def _send_confirmed(self, msgs: list[Message]) -> bool:
         """Send and wait (lock held, released while waiting) for the barrier replies."""
@@ -580,70 +429,6 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             log.warning("cannot write port statistics to %s: %s", self.cfg.stats_out, exc)
 
 
-_API_KEYS = {"install_job": {"op", "job_id", "pairs"}, "remove_job": {"op", "job_id"}}
-
-
-#: Read-only ops, answered from the controller's state (no flow-mods).
-QUERY_OPS = ("topology", "jobs")
-#: Agents' ops that change what the job store keeps (``tag_conn`` only asks for a peer).
-PERSISTED_TAG_OPS = ("tag_join", "tag_leave", "tag_collectives", "tag_push")
-
-
-def request_object(line: bytes) -> dict[str, Any] | None:
-    """The request line as a JSON object, or None (``parse_request`` says what is wrong).
-
-    >>> request_object(b'{"op": "jobs"}'), request_object(b"[1]"), request_object(b"{")
-    ({'op': 'jobs'}, None, None)
-    >>> request_object(b"[" * 100000) is None  # too deep for the parser: not an object
-    True
-    """
-    try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError):  # bad JSON or UTF-8, 4300-digit numbers, depth
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
-def _counter_row(stats: Any) -> tuple[str, str, int]:
-    """(eth_src, eth_dst, byte count) of one flow statistics entry."""
-    match = stats.match
-    return (str(match.get("eth_src", "")), str(match.get("eth_dst", "")), int(stats.byte_count))
-
-
-def parse_request(line: bytes) -> tuple[str, int, dict[tuple[str, str], list[str]]]:
-    """(op, job id, pairs) of an API request line; :class:`ConfigError` if malformed.
-
-    >>> parse_request(b'{"op": "install_job", "job_id": 7, "pairs": {"h1>h3": ["h1", "l1", "h3"]}}')
-    ('install_job', 7, {('h1', 'h3'): ['h1', 'l1', 'h3']})
-    """
-    try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError) as exc:
-        raise ConfigError(f"request is not JSON: {str(exc)[:200]}") from None
-    op = obj.get("op") if isinstance(obj, dict) else None
-    if not isinstance(op, str) or op not in _API_KEYS:
-        raise ConfigError(f"unknown op {op!r}; known: {sorted([*_API_KEYS, *QUERY_OPS])}")
-    if set(obj) != _API_KEYS[op]:
-        raise ConfigError(f"{op} takes keys {sorted(_API_KEYS[op])}, got {sorted(obj)}")
-    job_id = obj["job_id"]
-    if isinstance(job_id, bool) or not isinstance(job_id, int):
-        raise ConfigError(f"job_id {job_id!r} is not an integer")
-    pairs: dict[tuple[str, str], list[str]] = {}
-    raw = obj.get("pairs", {})
-    if not isinstance(raw, dict):
-        raise ConfigError('pairs must be an object {"src>dst": [node, ...]}')
-    for key, path in raw.items():
-        ends = key.split(">")
-        if (
-            len(ends) != 2
-            or not isinstance(path, list)
-            or not all(isinstance(n, str) for n in path)
-        ):
-            raise ConfigError(f'pair {key!r}: want "src>dst": [node names]')
-        pairs[(ends[0], ends[1])] = path
-    return op, job_id, pairs
-
-
 #: Connections the API socket queues before accepting them.  Every node agent connects
 #: when its first rank registers, so a job's start brings one per host at once: with 8,
 #: 16 agents connecting together (a 16-host job) found it full and their ranks ran
@@ -665,136 +450,3 @@ def _listen_unix(path: Path) -> socket.socket:
     path.chmod(0o600)
     server.listen(API_BACKLOG)
     return server
-
-
-def _switch_link_count(model: Topology) -> int:
-    return sum(not model.is_host(ln.src) and not model.is_host(ln.dst) for ln in model.links)
-
-
-# -- encoding: plain values -> os-ken messages ------------------------------------------------
-
-
-def match_fields(match: Match) -> dict[str, Any]:
-    """The ``OFPMatch`` keyword arguments of a :class:`Match`."""
-    out: dict[str, Any] = {}
-    if match.in_port is not None:
-        out["in_port"] = match.in_port
-    if match.eth_src is not None:
-        out["eth_src"] = match.eth_src
-    if match.eth_dst is not None:
-        mask = match.eth_dst_mask
-        out["eth_dst"] = (match.eth_dst, mask) if mask is not None else match.eth_dst
-    for name in ("eth_type", "arp_op", "arp_tpa", "ip_proto"):
-        if getattr(match, name) is not None:
-            out[name] = getattr(match, name)
-    l4 = "udp" if match.ip_proto == IP_PROTO_UDP else "tcp"
-    if match.tp_src is not None:
-        out[f"{l4}_src"] = match.tp_src
-    if match.tp_dst is not None:
-        out[f"{l4}_dst"] = match.tp_dst
-    return out
-
-
-def _actions(dp: Any, actions: tuple[Action, ...]) -> list[Any]:
-    ofp, parser = dp.ofproto, dp.ofproto_parser
-    out = []
-    for a in actions:
-        if isinstance(a, Output):
-            out.append(parser.OFPActionOutput(a.port, 0))
-        elif isinstance(a, ToController):
-            out.append(parser.OFPActionOutput(ofp.OFPP_CONTROLLER, a.max_len))
-        else:
-            out.append(parser.OFPActionSetField(**{a.field: a.value}))
-    return out
-
-
-def flow_mod(dp: Any, rule: FlowRule) -> Any:
-    """``OFPFlowMod`` of a rule; deletes use ``out_port``/``out_group`` ANY."""
-    ofp, parser = dp.ofproto, dp.ofproto_parser
-    actions = _actions(dp, rule.actions)
-    inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else []
-    return parser.OFPFlowMod(
-        datapath=dp,
-        cookie=rule.cookie,
-        cookie_mask=rule.cookie_mask,
-        table_id=rule.table_id,
-        command=getattr(ofp, _OFPFC[rule.command]),
-        idle_timeout=rule.idle_timeout,
-        hard_timeout=rule.hard_timeout,
-        priority=rule.priority,
-        buffer_id=ofp.OFP_NO_BUFFER,
-        out_port=ofp.OFPP_ANY,
-        out_group=ofp.OFPG_ANY,
-        match=parser.OFPMatch(**match_fields(rule.match)),
-        instructions=inst,
-    )
-
-
-def packet_out(dp: Any, po: PacketOut) -> Any:
-    """``OFPPacketOut`` of a frame out of one port."""
-    ofp, parser = dp.ofproto, dp.ofproto_parser
-    in_port = ofp.OFPP_CONTROLLER if po.in_port == OFPP_CONTROLLER else po.in_port
-    return parser.OFPPacketOut(
-        datapath=dp,
-        buffer_id=ofp.OFP_NO_BUFFER,
-        in_port=in_port,
-        actions=[parser.OFPActionOutput(po.port, 0)],
-        data=po.data,
-    )
-
-
-# -- decoding: flow-stats entries -> plain values ----------------------------------------------
-
-_MATCH_NAMES = {
-    "in_port": "in_port",
-    "eth_src": "eth_src",
-    "eth_dst": "eth_dst",
-    "eth_type": "eth_type",
-    "arp_op": "arp_op",
-    "arp_tpa": "arp_tpa",
-    "ip_proto": "ip_proto",
-    "tcp_src": "tp_src",
-    "udp_src": "tp_src",
-    "tcp_dst": "tp_dst",
-    "udp_dst": "tp_dst",
-}
-
-
-def match_from_fields(fields: dict[str, Any]) -> Match:
-    """A :class:`Match` from an ``OFPMatch``'s fields; unknown fields raise ``KeyError``."""
-    kw: dict[str, Any] = {}
-    for name, value in fields.items():
-        if name == "eth_dst" and isinstance(value, tuple):
-            kw["eth_dst"], kw["eth_dst_mask"] = value
-        else:
-            kw[_MATCH_NAMES[name]] = value
-    return Match(**kw)
-
-
-def _action_from_stats(act: Any) -> Action:
-    if act.cls_action_type == ofproto_v1_3.OFPAT_OUTPUT:
-        if act.port == ofproto_v1_3.OFPP_CONTROLLER:
-            return ToController(act.max_len)
-        return Output(act.port)
-    if act.cls_action_type == ofproto_v1_3.OFPAT_SET_FIELD and act.key in ("eth_dst", "eth_src"):
-        return SetField(act.key, act.value)
-    raise ValueError(f"unexpected action {act}")
-
-
-def rule_from_stats(dpid: int, stats: Any) -> FlowRule:
-    """The :class:`FlowRule` an ``OFPFlowStats`` entry describes (an ``add``)."""
-    actions: list[Action] = []
-    for inst in stats.instructions:
-        if inst.type != ofproto_v1_3.OFPIT_APPLY_ACTIONS:
-            raise ValueError(f"unexpected instruction {inst}")
-        actions += [_action_from_stats(a) for a in inst.actions]
-    return FlowRule(
-        dpid,
-        stats.table_id,
-        stats.priority,
-        match_from_fields(dict(stats.match.items())),
-        tuple(actions),
-        stats.cookie,
-        idle_timeout=stats.idle_timeout,
-        hard_timeout=stats.hard_timeout,
-    )

@@ -19,7 +19,7 @@ from sdnmpi.wire.tag import MAX_JOB_SLOT
 
 
 @dataclass
-class TaggedJob:
+class ReportedJob:
     """One job as the agents reported it."""
 
     job: str
@@ -36,16 +36,16 @@ class TaggedJob:
 class TagHub:
     """Job slots, placements and connection mirrors of every tagged job."""
 
-    jobs: dict[str, TaggedJob] = field(default_factory=dict)
+    jobs: dict[str, ReportedJob] = field(default_factory=dict)
     mirrors: MirrorResolver = field(default_factory=MirrorResolver)
 
-    def join(self, job: str, rank: int, nprocs: int, host: str) -> TaggedJob:
+    def join(self, job: str, rank: int, nprocs: int, host: str) -> ReportedJob:
         """Rank ``rank`` of ``job`` runs on ``host``; the job (with its slot)."""
         if not 1 <= nprocs <= 4096 or not 0 <= rank < nprocs:
             raise ConfigError(f"job {job}: rank {rank} of {nprocs} is out of range")
         entry = self.jobs.get(job)
         if entry is None:
-            entry = TaggedJob(job, self._free_slot(), nprocs)
+            entry = ReportedJob(job, self._free_slot(), nprocs)
             self.jobs[job] = entry
         elif entry.nprocs != nprocs:
             raise ConfigError(f"job {job} has {entry.nprocs} ranks, not {nprocs}")
@@ -62,7 +62,7 @@ class TagHub:
             raise ConfigError(f"job {job}: rank {rank} has not joined")
         return self.mirrors.report(job, rank, conn)
 
-    def leave(self, job: str, rank: int) -> TaggedJob | None:
+    def leave(self, job: str, rank: int) -> ReportedJob | None:
         """Rank ``rank`` left; the job if that was its last rank (its slot is free again)."""
         entry = self._job(job)
         entry.hosts.pop(rank, None)
@@ -72,7 +72,7 @@ class TagHub:
         del self.jobs[job]
         return entry
 
-    def _job(self, job: str) -> TaggedJob:
+    def _job(self, job: str) -> ReportedJob:
         entry = self.jobs.get(job)
         if entry is None:
             raise ConfigError(f"job {job} is not known to the tag hub")

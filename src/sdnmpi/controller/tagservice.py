@@ -1,6 +1,7 @@
 """The node agents' requests to the controller: pure parsing and handling.
 
-Ops (JSON objects on the controller's API socket, next to ``install_job``):
+Ops (JSON objects on the controller's API socket, docs/controller-api.md; their keys are
+:data:`sdnmpi.wire.controller_api.TAG_OPS`):
 
 ``{"op": "tag_join", "job": J, "rank": R, "nprocs": N, "host": H}``
     rank R of job J runs on host H; answered with the job's ``job_slot``.  When
@@ -31,17 +32,11 @@ from typing import Any
 from sdnmpi.controller.flows import Message
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.primitives.base import Collective
-from sdnmpi.controller.taghub import TaggedJob, TagHub
+from sdnmpi.controller.taghub import ReportedJob, TagHub
 from sdnmpi.errors import ConfigError, RoutingError, quoted
 from sdnmpi.node.procnet import Endpoint
+from sdnmpi.wire.controller_api import TAG_OPS
 
-TAG_OPS: dict[str, set[str]] = {
-    "tag_join": {"op", "job", "rank", "nprocs", "host"},
-    "tag_conn": {"op", "job", "rank", "local", "remote"},
-    "tag_leave": {"op", "job", "rank"},
-    "tag_collectives": {"op", "job", "collectives"},
-    "tag_push": {"op", "job", "collective"},
-}
 _NAMED_JOB_BASE = 1 << 47
 #: A reply and the messages to send before it is given.
 Answer = tuple[dict[str, Any], list[Message]]
@@ -128,7 +123,7 @@ class TagService:
         if not isinstance(obj["collectives"], list):
             raise ConfigError("collectives must be a list")
         self.collectives[job] = tuple(_collective(c) for c in obj["collectives"])
-        self.hub.jobs[job] = TaggedJob(job, slot, nprocs)
+        self.hub.jobs[job] = ReportedJob(job, slot, nprocs)
         for rank, host in obj["hosts"].items():
             self.hub.join(job, int(rank), nprocs, _text({"host": host}, "host"))
         return self._register(job) if self.hub.jobs[job].complete else []

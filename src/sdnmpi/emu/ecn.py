@@ -9,7 +9,7 @@ waiting, and the few real overflows cost a timeout each: 1000-1200 timeouts and
 23 000-26 000 retransmitted segments per 40-rank SpMV run, 28-35 % slower than
 the flow model predicts (docs/emulator-fidelity.md, "Queues").
 
-What: :data:`OBJECT` (``csrc/bpf/ecn.bpf.c``) runs on every switch port's and host
+What: :data:`OBJECT_NAME` (``csrc/bpf/ecn.bpf.c``) runs on every switch port's and host
 interface's egress, keeps the port's backlog as a queue drained at the port's rate,
 and sets CE on ECN-capable packets that arrive above the port's threshold, as an
 ECN-marking switch does: a switch port's is what it drains in a quarter of the hosts'
@@ -38,20 +38,12 @@ from typing import ClassVar, Final
 
 from sdnmpi.emu.queues import mark_threshold_bytes
 from sdnmpi.errors import ConfigError
-from sdnmpi.node.bpf import (
-    VERIFIER_LOG_BYTES,
-    TaggerError,
-    _check,
-    _Netns,
-    attach_egress,
-    libbpf,
-    load_object,
-    open_object,
-)
+from sdnmpi.node import libbpf
 
 log = logging.getLogger(__name__)
 
-OBJECT: Final = Path(__file__).resolve().parents[3] / "build" / "bpf" / "ecn.bpf.o"
+#: Found by :func:`sdnmpi.node.libbpf.object_path`.
+OBJECT_NAME: Final = "ecn.bpf.o"
 PROGRAM_NAME: Final = "sdnmpi_ecn"
 MAP_NAME: Final = "ports"
 MAX_PORTS: Final = 4096  # SDNMPI_ECN_MAX_PORTS
@@ -79,7 +71,7 @@ class Port(ctypes.Structure):
 def attach(
     ports: Mapping[str, float],
     mark_bytes: Mapping[str, int] | None = None,
-    obj: Path = OBJECT,
+    obj: Path | None = None,
     netns: str | None = None,
 ) -> dict[str, int]:
     """Mark on ``ports`` (device name -> shaped rate in bit/s) of network namespace
@@ -89,7 +81,7 @@ def attach(
     Each call loads its own program and map (keys are ifindexes, which are unique
     only within a namespace).  Returns each device's ifindex.  Raises
     :class:`ConfigError` when the object is not built,
-    :class:`~sdnmpi.node.bpf.TaggerError` when the kernel refuses a step; filters
+    :class:`~sdnmpi.node.libbpf.BpfError` when the kernel refuses a step; filters
     attached before a failure stay, and go with their devices.
     """
     if len(ports) > MAX_PORTS:
@@ -98,6 +90,7 @@ def attach(
     missing = sorted(set(ports) - set(thresholds))
     if missing:
         raise ConfigError(f"no marking threshold for {', '.join(missing[:5])}")
+    obj = obj or libbpf.object_path(OBJECT_NAME)
     if not obj.is_file():
         raise ConfigError(
             f"ECN marker {obj} not found: build it with `make bpf`, or use --queues droptail"
@@ -116,7 +109,7 @@ def _inside(netns: str | None) -> Iterator[None]:
     except OSError as exc:
         raise ConfigError(f"network namespace {netns!r}: {exc.strerror}") from None
     try:
-        with _Netns(target):
+        with libbpf.Netns(target):
             yield
     finally:
         os.close(target)
@@ -125,28 +118,20 @@ def _inside(netns: str | None) -> Iterator[None]:
 def _load_and_attach(
     ports: Mapping[str, float], thresholds: Mapping[str, int], obj: Path
 ) -> dict[str, int]:
-    lib = libbpf()
-    log_buf = ctypes.create_string_buffer(VERIFIER_LOG_BYTES)
-    handle = open_object(obj, log_buf)
+    log_buf = ctypes.create_string_buffer(libbpf.VERIFIER_LOG_BYTES)
+    handle = libbpf.open_object(obj, log_buf)
     try:
-        load_object(handle, obj, log_buf)
-        prog = lib.bpf_object__find_program_by_name(handle, PROGRAM_NAME.encode())
-        bpf_map = lib.bpf_object__find_map_by_name(handle, MAP_NAME.encode())
-        if not prog or not bpf_map:
-            raise TaggerError(f"{obj}: no program {PROGRAM_NAME} or map {MAP_NAME}")
-        prog_fd = _check(lib.bpf_program__fd(prog), "program fd")
-        map_fd = _check(lib.bpf_map__fd(bpf_map), "map fd")
+        libbpf.load_object(handle, obj, log_buf)
+        prog_fd = libbpf.program_fd(handle, PROGRAM_NAME, obj)
+        map_fd = libbpf.map_fd(handle, MAP_NAME, obj)
         indexes = {dev: _ifindex(dev) for dev in ports}
         for dev, rate_bps in ports.items():
-            key = ctypes.c_uint32(indexes[dev])
             value = Port(rate_Bps=max(1, round(rate_bps / 8)), mark_bytes=thresholds[dev])
-            _check(
-                lib.bpf_map_update_elem(map_fd, ctypes.byref(key), ctypes.byref(value), 0),
-                f"set the marker's rate for {dev}",
-            )
-            attach_egress(prog_fd, dev, indexes[dev], HANDLE, PRIORITY)
+            libbpf.update_elem(map_fd, ctypes.c_uint32(indexes[dev]), value,
+                               f"set the marker's rate for {dev}")  # fmt: skip
+            libbpf.attach_egress(prog_fd, dev, indexes[dev], HANDLE, PRIORITY)
     finally:
-        lib.bpf_object__close(handle)
+        libbpf.close_object(handle)
     shown = ", ".join(f"{dev} above {thresholds[dev]} B" for dev in ports)
     log.info("ECN marking on %s", shown)
     return indexes

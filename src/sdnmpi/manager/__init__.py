@@ -5,7 +5,7 @@
   turns a pattern and a placement into host-pair routes.
 * Stores: :mod:`~sdnmpi.manager.store` (the interface), ``memory``, ``sqlite``
   (default), ``postgres``.
-* Adapters: :mod:`~sdnmpi.manager.controller` (the controller's JSON-lines API),
+* Adapters: :mod:`~sdnmpi.manager.controller_client` (the controller's JSON-lines API),
   :mod:`~sdnmpi.manager.grpcapi` (the servicer), :mod:`~sdnmpi.manager.peercred`
   (SO_PEERCRED proxy), :mod:`~sdnmpi.manager.server`, :mod:`~sdnmpi.manager.client`.
 * :mod:`~sdnmpi.manager.fake`: a fake controller for tests.

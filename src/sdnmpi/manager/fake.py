@@ -16,8 +16,8 @@ from sdnmpi.manager.model import Install, Kind, ManagerError
 from sdnmpi.manager.service import Pairs
 
 
-class FakeControllerFabric:
-    """Implements :class:`sdnmpi.manager.service.Fabric` in memory."""
+class FakeController:
+    """Implements :class:`sdnmpi.manager.service.ControllerApi` in memory."""
 
     def __init__(self, topology: Topology) -> None:
         self.live = topology

@@ -1,7 +1,7 @@
 """The interconnect manager's core: jobs, their routes, and the pattern database.
 
 Pure in the house sense: no gRPC, no database, no sockets.  The store
-(:class:`~sdnmpi.manager.store.Store`), the controller (:class:`Fabric`) and
+(:class:`~sdnmpi.manager.store.Store`), the controller (:class:`ControllerApi`) and
 the clock are passed in; every call takes the :class:`~sdnmpi.manager.model.Caller`
 that the adapter authenticated.  Calls are not thread-safe: the adapter
 serializes them (one lock, which WaitRoutes also waits on), except that a job's
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sdnmpi.core.pattern import Pattern
-from sdnmpi.core.routing import Fabric as LinkModel
+from sdnmpi.core.routing import Fabric
 from sdnmpi.core.routing.model import FloatArray
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import SdnMpiError
@@ -107,7 +107,7 @@ MAX_PATTERN_BYTES_PER_UID = 1024 * 1024 * 1024
 Pairs = Mapping[tuple[str, str], Sequence[str]]
 
 
-class Fabric(Protocol):
+class ControllerApi(Protocol):
     """The controller as the manager uses it (its JSON-lines API)."""
 
     def topology(self) -> Topology:
@@ -143,7 +143,7 @@ class ManagerService:
     def __init__(
         self,
         store: Store,
-        fabric: Fabric,
+        controller: ControllerApi,
         clock: Callable[[], float],
         *,
         default_router: str = "ours",
@@ -151,7 +151,7 @@ class ManagerService:
         decoder: Callable[[str, bytes], Pattern] = patternfile.decode,
     ) -> None:
         self.store = store
-        self.fabric = fabric
+        self.controller = controller
         self.clock = clock
         self.default_router = default_router
         self.rebalance = rebalance
@@ -354,7 +354,7 @@ class ManagerService:
         self.store.save_job(job)
         if held:
             try:
-                self.fabric.remove(job_id)
+                self.controller.remove(job_id)
             except SdnMpiError as exc:
                 detail = f"route removal failed ({exc}); retried at the next reconcile"
                 log.warning("job %d: %s", job_id, detail)
@@ -410,7 +410,7 @@ class ManagerService:
 
     def _check_node(self, node: str) -> None:
         try:
-            topo = self.fabric.topology()
+            topo = self.controller.topology()
         except SdnMpiError as exc:
             raise ManagerError(Kind.UNAVAILABLE, f"cannot check node {node!r}: {exc}") from None
         if not topo.is_host(node):
@@ -476,7 +476,7 @@ class ManagerService:
         moved: dict[int, tuple[RoutePair, ...]] = {}
         try:
             self._evict_user_jobs(job)
-            topo = self.fabric.topology()
+            topo = self.controller.topology()
             planned = self._plan(job, topo, release)
             if planned is None:
                 return None
@@ -487,7 +487,7 @@ class ManagerService:
                 job = self._default(job, why)
             else:
                 routes, moved = self._rebalanced(job, routes, topo)
-                result = self.fabric.install(job.job_id, planning.pairs_of(routes))
+                result = self.controller.install(job.job_id, planning.pairs_of(routes))
                 install = dataclasses.replace(result, install_s=self.clock() - t0)
                 job = dataclasses.replace(
                     job, state=JobState.ROUTED, routes=routes, install=install, detail=shared
@@ -513,7 +513,7 @@ class ManagerService:
             if other.state is not JobState.ROUTED or is_scheduler_job(other.job_id):
                 continue
             if any(r.src in hosts and r.dst in hosts for r in other.routes):
-                self.fabric.remove(other.job_id)
+                self.controller.remove(other.job_id)
                 detail = f"host pairs taken by scheduler job {job.job_id}: default routes"
                 self.store.save_job(dataclasses.replace(
                     other, state=JobState.DEFAULT, routes=(), install=Install(), detail=detail
@@ -539,7 +539,7 @@ class ManagerService:
         }
         if self.rebalance <= 0 or not routed:
             return routes, {}
-        fab = LinkModel(topo)
+        fab = Fabric(topo)
         current = {j: r.routes for j, r in routed.items()} | {job.job_id: routes}
         loads = {j: planning.arc_bytes(fab, rs) for j, rs in current.items()}
 
@@ -596,7 +596,7 @@ class ManagerService:
             if job is None or job.state is not JobState.ROUTED:
                 continue
             try:
-                self.fabric.install(job_id, planning.pairs_of(routes))
+                self.controller.install(job_id, planning.pairs_of(routes))
             except SdnMpiError as exc:
                 log.warning("job %d: not moved for job %d: %s", job_id, new_job, exc)
                 continue
@@ -671,7 +671,7 @@ class ManagerService:
     def _default(self, job: Job, detail: str) -> Job:
         """The job on default routes; whatever the controller may hold for it is removed."""
         try:
-            self.fabric.remove(job.job_id)
+            self.controller.remove(job.job_id)
         except SdnMpiError as exc:
             detail += f"; removing partial routes failed ({exc})"
         return dataclasses.replace(
@@ -686,7 +686,7 @@ class ManagerService:
         holds that is not routed in the store (finished, unknown) is removed.  Ids
         above the manager's range (the controller's measurement jobs) are left alone.
         """
-        held = self.fabric.jobs()
+        held = self.controller.jobs()
         done: dict[str, list[int]] = {"reinstalled": [], "routed": [], "removed": [], "failed": []}
         for job in self.store.list_jobs():
             if job.state is JobState.ROUTED and held.get(job.job_id) != planning.pairs_of(
@@ -702,7 +702,7 @@ class ManagerService:
                 continue
             now = self.store.get_job(job_id)
             if now is None or now.state is not JobState.ROUTED:
-                self.fabric.remove(job_id)
+                self.controller.remove(job_id)
                 done["removed"].append(job_id)
         out = Reconciled(**{k: tuple(v) for k, v in done.items()})
         log.info("reconciled with the controller: %s", out)
@@ -710,7 +710,7 @@ class ManagerService:
 
     def _reinstall(self, job: Job) -> bool:
         try:
-            self.fabric.install(job.job_id, planning.pairs_of(job.routes))
+            self.controller.install(job.job_id, planning.pairs_of(job.routes))
         except SdnMpiError as exc:
             self.store.save_job(self._default(job, f"reinstall after restart failed: {exc}"))
             return False
@@ -817,7 +817,7 @@ def _check_fits(pattern: Pattern, ntasks: int) -> None:
         )
 
 
-__all__ = ["RUNNING", "Fabric", "ManagerService", "Reconciled"]
+__all__ = ["RUNNING", "ControllerApi", "ManagerService", "Reconciled"]
 
 
 @contextlib.contextmanager

@@ -11,8 +11,8 @@ socket closes (``MPI_Finalize`` or death) the rank is unregistered and its
 connections untagged.  ``stop()`` removes everything the agent installed.
 
 The job slot and the peers of ambiguous accepted connections come from a
-:class:`Hub`: :class:`LocalHub` (the slot the job asked for, mirror reports inside
-this process) or, later, the controller.
+:class:`TagHubApi`: :class:`LocalTagHub` (the slot the job asked for, mirror reports inside
+this process) or :class:`RemoteTagHub` (the controller's tag hub, over its API socket).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from sdnmpi.errors import ConfigError, SdnMpiError
 from sdnmpi.node import procnet
@@ -37,8 +37,10 @@ from sdnmpi.node.agentcore import AddConn, AgentCore, AgentError, MapOp, Registr
 from sdnmpi.node.bpf import MAX_CTX_SLOTS, ConnContext, FourTuple, Tagger
 from sdnmpi.node.peers import Conn, MirrorResolver, RankEndpoints
 from sdnmpi.node.procnet import Endpoint
+from sdnmpi.wire import controller_api
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_LINE_BYTES = 1 << 20
 #: Longest sleep of an agent's scan loop while no rank is registered (a registration
@@ -49,8 +51,8 @@ Reply = tuple[dict[str, Any], list[int]]
 _SIOCGIFADDR = 0x8915
 
 
-class Hub(Protocol):
-    """Fabric-wide knowledge the agent asks for."""
+class TagHubApi(Protocol):
+    """The tag hub as the agent asks it: fabric-wide knowledge (job slots, peers)."""
 
     def joined(self, job: str, rank: int, nprocs: int, requested: int | None) -> int | None:
         """Rank ``rank`` registered here; the job's slot (``None``: run untagged)."""
@@ -66,11 +68,11 @@ class Hub(Protocol):
 
 
 @dataclass
-class LocalHub:
+class LocalTagHub:
     """The job slot the job asked for (``SDNMPI_JOB_SLOT``); mirror reports in-process.
 
-    Agents of several emulated hosts may share one LocalHub (tests); across real
-    hosts the controller is the hub.
+    Agents of several emulated hosts may share one LocalTagHub (tests); across real
+    hosts the controller's hub serves them (:class:`RemoteTagHub`).
     """
 
     mirrors: MirrorResolver = field(default_factory=MirrorResolver)
@@ -91,119 +93,53 @@ class LocalHub:
         return {"ok": False, "error": "push mode needs the controller (agent --controller-api)"}
 
 
-class ControllerHub:
-    """The controller as the hub: ``tag_join`` / ``tag_conn`` / ``tag_leave`` on its API
-    socket (see :mod:`sdnmpi.controller.tagservice`).  Fail-open: when the controller
-    is down or slow, the answer is "no slot" / "unknown peer" and the job runs
-    untagged on default routes; the reason is logged once."""
+class RemoteTagHub:
+    """The controller's tag hub: ``tag_join`` / ``tag_conn`` / ``tag_leave`` on its API
+    socket (docs/controller-api.md), over one kept connection.  Fail-open: when the
+    controller is down or slow, the answer is "no slot" / "unknown peer" and the job
+    runs untagged on default routes; the reason is logged once."""
 
     def __init__(self, api_socket: Path, host: str, timeout_s: float = 12.0) -> None:
         self.api_socket, self.host, self.timeout_s = api_socket, host, timeout_s
-        self._sock: socket.socket | None = None
-        self._lines: Any = None
-        self._lock = threading.Lock()
+        self.api = controller_api.Client(api_socket, timeout_s=timeout_s, persistent=True)
         self._warned: set[str] = set()
 
     def joined(self, job: str, rank: int, nprocs: int, requested: int | None) -> int | None:
-        req: dict[str, Any] = {"op": "tag_join", "job": job, "rank": rank, "nprocs": nprocs}
-        req["host"] = self.host
-        reply = self._call(req)
-        slot = reply.get("job_slot") if reply is not None else None
-        return slot if isinstance(slot, int) else None
+        return self._call("tag_join", lambda: self.api.tag_join(job, rank, nprocs, self.host))
 
     def resolve(self, job: str, rank: int, conn: Conn) -> int | None:
         local, remote = conn
-        req: dict[str, Any] = {"op": "tag_conn", "job": job, "rank": rank}
-        reply = self._call(
-            {**req, "local": f"{local.ip}:{local.port}", "remote": f"{remote.ip}:{remote.port}"}
-        )
-        peer = reply.get("peer") if reply is not None else None
-        return peer if isinstance(peer, int) else None
+        return self._call("tag_conn", lambda: self.api.tag_conn(
+            job, rank, f"{local.ip}:{local.port}", f"{remote.ip}:{remote.port}"
+        ))  # fmt: skip
 
     def left(self, job: str, rank: int) -> None:
-        self._call({"op": "tag_leave", "job": job, "rank": rank})
+        self._call("tag_leave", lambda: self.api.tag_leave(job, rank))
 
     def push(self, job: str, collective: dict[str, Any]) -> dict[str, Any]:
-        reply = self._call({"op": "tag_push", "job": job, "collective": collective})
-        if reply is None:
+        cached = self._call("tag_push", lambda: self.api.tag_push(job, collective))
+        if cached is None:
             return {"ok": False, "error": "the controller did not install the routes"}
-        return {"ok": True, "cached": bool(reply.get("cached"))}
+        return {"ok": True, "cached": cached}
 
     def close(self) -> None:
-        with self._lock:
-            self._drop()
+        self.api.close()
 
-    def _exchange(self, req: dict[str, Any]) -> Any:
-        """Send one request and read its reply (lock held); connects if needed."""
-        if self._sock is None:
-            self._sock = connect_unix(self.api_socket, self.timeout_s)
-            self._lines = self._sock.makefile("rb")
-        self._sock.sendall(json.dumps(req).encode() + b"\n")
-        line = self._lines.readline()
-        if not line:
-            raise OSError("connection closed by the controller")
-        return json.loads(line)
-
-    def _call(self, req: dict[str, Any]) -> dict[str, Any] | None:
-        with self._lock:
-            try:
-                reply = self._exchange(req)
-            except (OSError, ValueError):
-                # a connection from before a controller restart: one retry on a new one
-                self._drop()
-                try:
-                    reply = self._exchange(req)
-                except (OSError, ValueError) as exc:
-                    self._drop()
-                    self._warn(
-                        "down", f"controller {self.api_socket} unreachable ({exc}): untagged"
-                    )
-                    return None
-        if not isinstance(reply, dict) or not reply.get("ok"):
-            self._warn(str(req["op"]), f"controller refused {req['op']}: {reply}")
-            return None
-        return reply
-
-    def _drop(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-        self._sock = self._lines = None
+    def _call(self, op: str, ask: Callable[[], T]) -> T | None:
+        """``ask()``, or None (logged once per kind) when the controller is unreachable
+        or refuses."""
+        try:
+            return ask()
+        except controller_api.ControllerUnreachableError as exc:
+            self._warn("down", f"controller unreachable ({exc}): untagged")
+        except controller_api.ControllerRefusedError as exc:
+            self._warn(op, f"controller refused {op}: {exc.reply}")
+        return None
 
     def _warn(self, key: str, message: str) -> None:
         if key not in self._warned:
             self._warned.add(key)
             log.warning("%s", message)
-
-
-def connect_unix(
-    path: Path,
-    timeout_s: float,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> socket.socket:
-    """A stream connection to the Unix socket ``path`` (I/O timeout ``timeout_s``).
-
-    A listener whose queue of pending connections is full refuses a Unix-socket
-    connect at once (EAGAIN) rather than letting it wait as TCP would: that is a busy
-    peer, not a missing one, so the connect is tried again (backing off from 5 ms to
-    200 ms) until ``timeout_s`` has passed; any other error is raised at once.
-    """
-    deadline, pause = clock() + timeout_s, 0.005
-    while True:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout_s)
-        try:
-            sock.connect(str(path))
-            return sock
-        except BlockingIOError:
-            sock.close()
-            if clock() + pause > deadline:
-                raise
-        except BaseException:
-            sock.close()
-            raise
-        sleep(pause)
-        pause = min(pause * 2, 0.2)
 
 
 @dataclass(frozen=True)
@@ -233,7 +169,7 @@ def iface_ipv4(iface: str) -> str:
 class Agent:
     """One host's agent: tagger, rank socket, scanner (see module docstring)."""
 
-    def __init__(self, cfg: AgentConfig, hub: Hub, tagger: Tagger | None = None) -> None:
+    def __init__(self, cfg: AgentConfig, hub: TagHubApi, tagger: Tagger | None = None) -> None:
         self.cfg = cfg
         self.hub = hub
         self.ip = iface_ipv4(cfg.iface)

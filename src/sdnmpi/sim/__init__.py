@@ -2,7 +2,7 @@
 
 Split like SimGrid: :mod:`~sdnmpi.sim.maxmin` (the max-min fair sharing solver),
 :mod:`~sdnmpi.sim.platform` (capacities and latencies of the arcs),
-:mod:`~sdnmpi.sim.workload` (flows, paths, dependencies),
+:mod:`~sdnmpi.sim.flowset` (flows, paths, dependencies),
 :mod:`~sdnmpi.sim.engine` (the event loop) and :mod:`~sdnmpi.sim.report`
 (results, JSON and CSV; the only module that writes files).
 
@@ -26,7 +26,7 @@ Modes.
   is a step (repeats are unrolled, up to ``max_flows`` flow occurrences).  The
   flow from rank a to rank b of step s is released when both a and b have
   completed all the flows they sent or received in the previous step in which
-  each took part (see :mod:`sdnmpi.sim.workload`).  Phases listed as a loop
+  each took part (see :mod:`sdnmpi.sim.flowset`).  Phases listed as a loop
   body with a common repeat (A, B with repeat r) are unrolled in the order of
   the data, A r times then B r times: phase-synchronous totals do not depend on
   that order, dependency-driven ones may.  Above ``max_flows`` occurrences
@@ -64,11 +64,11 @@ from sdnmpi.sim.engine import (
     run_phases,
     run_ranks,
 )
+from sdnmpi.sim.flowset import FlowSet, serialized_exchanges, with_partial_exchanges
 from sdnmpi.sim.maxmin import RTOL, incidence_matrix, maxmin_rates
 from sdnmpi.sim.platform import Platform
 from sdnmpi.sim.protocol import IDEAL, PROTOCOLS, Protocol, parse_protocol
 from sdnmpi.sim.report import PhaseResult, SimResult, Timeline, phases_result, ranks_result
-from sdnmpi.sim.workload import Workload, serialized_exchanges, with_partial_exchanges
 
 Mode = Literal["phases", "ranks"]
 MODES: tuple[str, ...] = ("phases", "ranks")
@@ -84,6 +84,7 @@ __all__ = [
     "ORDERS",
     "PROTOCOLS",
     "RTOL",
+    "FlowSet",
     "Mode",
     "Order",
     "PhaseResult",
@@ -93,7 +94,6 @@ __all__ = [
     "SimResult",
     "Timeline",
     "Trace",
-    "Workload",
     "incidence_matrix",
     "maxmin_rates",
     "parse_protocol",
@@ -132,10 +132,10 @@ def simulate(
     match the demands or the fabric.
     """
     platform = Platform.from_fabric(fabric).scaled(goodput)
-    workload = Workload.from_demands(platform, demands, routing)
+    flowset = FlowSet.from_demands(platform, demands, routing)
     return simulate_workload(
         platform,
-        workload,
+        flowset,
         mode=mode,
         timeline=timeline,
         max_flows=max_flows,
@@ -149,7 +149,7 @@ def simulate(
 
 def simulate_workload(
     platform: Platform,
-    workload: Workload,
+    flowset: FlowSet,
     *,
     mode: Mode = "phases",
     timeline: bool = False,
@@ -160,7 +160,7 @@ def simulate_workload(
     samples: int = DEFAULT_SAMPLES,
     seed: int = 0,
 ) -> SimResult:
-    """:func:`simulate` on an already built platform and workload."""
+    """:func:`simulate` on an already built platform and flowset."""
     if order not in ORDERS:
         raise ConfigError(f"unknown exchange order {order!r} (want one of {', '.join(ORDERS)})")
     if samples < 1:
@@ -170,12 +170,12 @@ def simulate_workload(
     if not 0 < rtol < 1e-3:
         raise ConfigError(f"rtol must be in (0, 1e-3), got {rtol!r}")
     proto = IDEAL if protocol is None else protocol
-    workload, slowed = with_partial_exchanges(workload, proto)
-    notes = _protocol_notes(workload, proto, slowed)
-    if mode == "ranks" and workload.has_ranks:
+    flowset, slowed = with_partial_exchanges(flowset, proto)
+    notes = _protocol_notes(flowset, proto, slowed)
+    if mode == "ranks" and flowset.has_ranks:
         steps, trace = run_ranks(
             platform,
-            workload,
+            flowset,
             max_flows=max_flows,
             protocol=proto,
             order=order,
@@ -183,12 +183,12 @@ def simulate_workload(
             timeline=timeline,
             rtol=rtol,
         )
-        return ranks_result(platform, workload, steps, trace, timeline=timeline, notes=notes)
+        return ranks_result(platform, flowset, steps, trace, timeline=timeline, notes=notes)
     if mode == "ranks":
         notes = ("host-level demands have no ranks: simulated in phases mode", *notes)
     runs = run_phases(
         platform,
-        workload,
+        flowset,
         protocol=proto,
         order=order,
         samples=samples,
@@ -196,19 +196,19 @@ def simulate_workload(
         timeline=timeline,
         rtol=rtol,
     )
-    return phases_result(platform, workload, runs, timeline=timeline, notes=notes)
+    return phases_result(platform, flowset, runs, timeline=timeline, notes=notes)
 
 
-def _protocol_notes(workload: Workload, protocol: Protocol, slowed: int) -> tuple[str, ...]:
+def _protocol_notes(flowset: FlowSet, protocol: Protocol, slowed: int) -> tuple[str, ...]:
     """What the protocol changed, for the result's notes (nothing under ``ideal``):
     the serialized exchanges, or the ``slowed`` partial ones."""
     if not (protocol.serializes or protocol.slows_exchanges):
         return ()
-    ranked = (workload.src_rank >= 0) & (workload.dst_rank >= 0)
-    if len(workload) and not ranked.any():
+    ranked = (flowset.src_rank >= 0) & (flowset.dst_rank >= 0)
+    if len(flowset) and not ranked.any():
         return (f"host-level demands have no rank pairs: protocol {protocol.spec} not applied",)
     if protocol.serializes:
-        n, effect = serialized_exchanges(workload, protocol), "run one direction after the other"
+        n, effect = serialized_exchanges(flowset, protocol), "run one direction after the other"
     elif slowed:
         n, effect = slowed, f"move x{protocol.duplex} of one direction's rate together"
     else:

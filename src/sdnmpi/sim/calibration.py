@@ -51,10 +51,10 @@ import numpy as np
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
 from sdnmpi.errors import ConfigError, FormatError
 from sdnmpi.sim import simulate_workload
+from sdnmpi.sim.flowset import FlowSet, concurrent_exchanges
 from sdnmpi.sim.platform import Platform
 from sdnmpi.sim.protocol import IDEAL, PROTOCOLS, Protocol, resolve_protocol
 from sdnmpi.sim.report import SimResult
-from sdnmpi.sim.workload import Workload, concurrent_exchanges
 
 SCHEMA = "sdnmpi.calibration/1"
 _KEYS = {
@@ -181,18 +181,18 @@ class Calibration:
         """:func:`sdnmpi.sim.simulate` on the calibrated platform, with ``base_latency_s``
         added to every flow's path latency."""
         platform = self.platform(fabric)
-        workload = Workload.from_demands(platform, demands, routing)
+        flowset = FlowSet.from_demands(platform, demands, routing)
         if self.base_latency_s:
-            workload = dataclasses.replace(
-                workload, latency_s=workload.latency_s + self.base_latency_s
+            flowset = dataclasses.replace(
+                flowset, latency_s=flowset.latency_s + self.base_latency_s
             )
         proto = self.protocol(protocol) if protocol is not None else None
         if self.exchange_efficiency:
-            mask, pairs = concurrent_exchanges(workload, proto or IDEAL)
+            mask, pairs = concurrent_exchanges(flowset, proto or IDEAL)
             eff = np.array([self.efficiency(int(k)) for k in pairs])
-            scale = np.where(mask, 1.0 / eff[workload.phase], 1.0)
-            workload = dataclasses.replace(workload, size_bytes=workload.size_bytes * scale)
-        return simulate_workload(platform, workload, protocol=proto, **kwargs)
+            scale = np.where(mask, 1.0 / eff[flowset.phase], 1.0)
+            flowset = dataclasses.replace(flowset, size_bytes=flowset.size_bytes * scale)
+        return simulate_workload(platform, flowset, protocol=proto, **kwargs)
 
     # -- JSON --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -35,18 +35,18 @@ import numpy.typing as npt
 from scipy import sparse
 
 from sdnmpi.errors import PatternError, SdnMpiError
-from sdnmpi.sim.maxmin import RTOL, maxmin_entries
-from sdnmpi.sim.platform import Platform
-from sdnmpi.sim.protocol import IDEAL, Protocol
-from sdnmpi.sim.workload import (
+from sdnmpi.sim.flowset import (
     Dependencies,
+    FlowSet,
     Steps,
-    Workload,
     gather_rows,
     phase_deps,
     rank_steps,
     row_positions,
 )
+from sdnmpi.sim.maxmin import RTOL, maxmin_entries
+from sdnmpi.sim.platform import Platform
+from sdnmpi.sim.protocol import IDEAL, Protocol
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -86,7 +86,7 @@ class Trace:
 
 
 class _Groups:
-    """Counters of the dependency groups (see :class:`~sdnmpi.sim.workload.Dependencies`)."""
+    """Counters of the dependency groups (see :class:`~sdnmpi.sim.flowset.Dependencies`)."""
 
     def __init__(self, deps: Dependencies, nflows: int) -> None:
         self.member = deps.member
@@ -293,7 +293,7 @@ def run(
 
 
 class PhaseRun(NamedTuple):
-    """One phase simulated on its own: its flows (workload rows), the trace of its
+    """One phase simulated on its own: its flows (flowset rows), the trace of its
     first sample, and its expected duration (the mean makespan over samples)."""
 
     rows: IntArray
@@ -303,7 +303,7 @@ class PhaseRun(NamedTuple):
 
 def run_phases(
     platform: Platform,
-    workload: Workload,
+    flowset: FlowSet,
     *,
     protocol: Protocol = IDEAL,
     order: Order = "random",
@@ -324,19 +324,19 @@ def run_phases(
     expected time of one occurrence.  ``order="lower-first"`` fixes the order.
     """
     out: list[PhaseRun] = []
-    serialized = workload.serialized(protocol)
+    serialized = flowset.serialized(protocol)
     rng = np.random.default_rng(seed) if order == "random" else None
-    for p in range(workload.nphases):
-        rows = workload.phase_rows(p)
+    for p in range(flowset.nphases):
+        rows = flowset.phase_rows(p)
         traces: list[Trace] = []
         for _ in range(samples if rng is not None and serialized[rows].any() else 1):
             traces.append(
                 run(
                     platform,
-                    workload.incidence[rows],
-                    workload.size_bits[rows],
-                    workload.latency_s[rows],
-                    phase_deps(workload, rows, serialized, rng),
+                    flowset.incidence[rows],
+                    flowset.size_bits[rows],
+                    flowset.latency_s[rows],
+                    phase_deps(flowset, rows, serialized, rng),
                     timeline=timeline and not traces,
                     flow_rates=flow_rates and not traces,
                     rtol=rtol,
@@ -349,7 +349,7 @@ def run_phases(
 
 def run_ranks(
     platform: Platform,
-    workload: Workload,
+    flowset: FlowSet,
     *,
     max_flows: int,
     protocol: Protocol = IDEAL,
@@ -365,12 +365,12 @@ def run_ranks(
     with ``order="random"`` every occurrence draws which direction goes first.
     """
     rng = np.random.default_rng(seed) if order == "random" else None
-    steps = rank_steps(workload, max_flows, protocol, rng)
+    steps = rank_steps(flowset, max_flows, protocol, rng)
     trace = run(
         platform,
-        workload.incidence[steps.flow],
-        workload.size_bits[steps.flow],
-        workload.latency_s[steps.flow],
+        flowset.incidence[steps.flow],
+        flowset.size_bits[steps.flow],
+        flowset.latency_s[steps.flow],
         steps.deps,
         timeline=timeline,
         flow_rates=flow_rates,

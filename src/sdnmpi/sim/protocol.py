@@ -26,7 +26,7 @@ earlier: 21 KiB exchanges already serialize (20 KiB do not).  A window of k mess
 (k nonblocking sends and receives, then a wait) serializes as a whole: the
 total is that of one direction after the other.
 
-The model (:func:`sdnmpi.sim.workload.exchange_deps`): when ranks a < b send
+The model (:func:`sdnmpi.sim.flowset.exchange_deps`): when ranks a < b send
 to each other in the same phase (``phases`` mode) or the same step (``ranks``
 mode) and the messages of both directions are larger than the eager limit
 (the mean message size of the flow, ``size_bytes / messages``), a protocol
@@ -49,7 +49,7 @@ and lets the slowed flows share links with others under max-min as any flow
 does; how UCX interleaves its rendezvous fragments and acknowledgements
 inside that time is not modeled.
 
-When a message may start (``ranks`` mode, :func:`sdnmpi.sim.workload.rank_steps`):
+When a message may start (``ranks`` mode, :func:`sdnmpi.sim.flowset.rank_steps`):
 an eager message leaves as soon as its sender reaches the send, whether or not the
 receiver has finished its previous step; its data waits at the receiver as an
 unexpected message, and meanwhile shares the receiver's link with whatever the

@@ -21,8 +21,8 @@ import numpy.typing as npt
 from scipy import sparse
 
 from sdnmpi.sim.engine import PhaseRun, Trace
+from sdnmpi.sim.flowset import FlowSet, Steps
 from sdnmpi.sim.platform import Platform
-from sdnmpi.sim.workload import Steps, Workload
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -254,7 +254,7 @@ def _argmax(values: FloatArray) -> tuple[int, float]:
 
 def phases_result(
     platform: Platform,
-    workload: Workload,
+    flowset: FlowSet,
     runs: Sequence[PhaseRun],
     *,
     timeline: bool,
@@ -264,18 +264,18 @@ def phases_result(
     each occurrence taking the phase's expected duration."""
     traces = [(r.rows, r.trace) for r in runs]
     duration = np.array([r.duration_s for r in runs], dtype=np.float64)
-    repeat = workload.phase_repeat.astype(np.int64)
+    repeat = flowset.phase_repeat.astype(np.int64)
     total = duration * repeat
     start = np.concatenate([[0.0], np.cumsum(total)])[:-1] if traces else np.zeros(0)
-    n = len(workload)
+    n = len(flowset)
     release, begin, finish = (np.zeros(n) for _ in range(3))
     peak = np.zeros(platform.narcs)
     for rows, trace in traces:
         release[rows], begin[rows], finish[rows] = trace.release_s, trace.start_s, trace.finish_s
         np.maximum(peak, trace.arc_peak_bps, out=peak)
     phases = tuple(
-        _phase(workload, p, float(duration[p]), float(total[p]), float(start[p]))
-        for p in range(workload.nphases)
+        _phase(flowset, p, float(duration[p]), float(total[p]), float(start[p]))
+        for p in range(flowset.nphases)
     )
     line = _phases_timeline(platform, traces, start, repeat, duration) if timeline else None
     return SimResult(
@@ -284,7 +284,7 @@ def phases_result(
         phases,
         platform.arc_names,
         platform.capacity_bps,
-        workload.arc_bytes(platform.narcs),
+        flowset.arc_bytes(platform.narcs),
         peak / platform.capacity_bps,
         release,
         begin,
@@ -295,13 +295,13 @@ def phases_result(
     )
 
 
-def _phase(workload: Workload, p: int, duration: float, total: float, start: float) -> PhaseResult:
-    rows = workload.phase_rows(p)
+def _phase(flowset: FlowSet, p: int, duration: float, total: float, start: float) -> PhaseResult:
+    rows = flowset.phase_rows(p)
     return PhaseResult(
-        workload.phase_labels[p],
-        int(workload.phase_repeat[p]),
+        flowset.phase_labels[p],
+        int(flowset.phase_repeat[p]),
         int(rows.size),
-        float(workload.size_bytes[rows].sum()),
+        float(flowset.size_bytes[rows].sum()),
         duration,
         total,
         start,
@@ -341,7 +341,7 @@ def _empty_rates(platform: Platform) -> Any:
 
 def ranks_result(
     platform: Platform,
-    workload: Workload,
+    flowset: FlowSet,
     steps: Steps,
     trace: Trace,
     *,
@@ -349,11 +349,11 @@ def ranks_result(
     notes: tuple[str, ...] = (),
 ) -> SimResult:
     """Assemble a ``ranks``-mode result from the unrolled run."""
-    n = len(workload)
+    n = len(flowset)
     last = np.full(n, -1, dtype=np.int64)
     np.maximum.at(last, steps.flow, np.arange(len(steps), dtype=np.int64))
     times = [a[last] for a in (trace.release_s, trace.start_s, trace.finish_s)]
-    phases = _ranks_phases(workload, steps, trace)
+    phases = _ranks_phases(flowset, steps, trace)
     line = _ranks_timeline(platform, trace) if timeline else None
     return SimResult(
         "ranks",
@@ -361,7 +361,7 @@ def ranks_result(
         phases,
         platform.arc_names,
         platform.capacity_bps,
-        workload.arc_bytes(platform.narcs),
+        flowset.arc_bytes(platform.narcs),
         trace.arc_peak_bps / platform.capacity_bps,
         times[0],
         times[1],
@@ -372,26 +372,26 @@ def ranks_result(
     )
 
 
-def _ranks_phases(workload: Workload, steps: Steps, trace: Trace) -> tuple[PhaseResult, ...]:
+def _ranks_phases(flowset: FlowSet, steps: Steps, trace: Trace) -> tuple[PhaseResult, ...]:
     nsteps = steps.step_phase.size
     first = np.full(nsteps, np.inf)
     last = np.zeros(nsteps)
     np.minimum.at(first, steps.step, trace.release_s)
     np.maximum.at(last, steps.step, trace.finish_s)
     out = []
-    for p in range(workload.nphases):
+    for p in range(flowset.nphases):
         mine = np.flatnonzero(steps.step_phase == p)
         mine = mine[np.isfinite(first[mine])]
         lo = float(first[mine].min()) if mine.size else 0.0
         hi = float(last[mine].max()) if mine.size else lo
         longest = float((last[mine] - first[mine]).max()) if mine.size else 0.0
-        rows = workload.phase_rows(p)
+        rows = flowset.phase_rows(p)
         out.append(
             PhaseResult(
-                workload.phase_labels[p],
-                int(workload.phase_repeat[p]),
+                flowset.phase_labels[p],
+                int(flowset.phase_repeat[p]),
                 int(rows.size),
-                float(workload.size_bytes[rows].sum()),
+                float(flowset.size_bytes[rows].sum()),
                 longest,
                 hi - lo,
                 lo,

@@ -1,6 +1,6 @@
 """Fakes shipped with sdnmpi for tests of code that drives switches or needs a clock.
 
-* :class:`FakeFabric`: per-switch flow tables that apply the planner's rules and
+* :class:`FakeOFNetwork`: per-switch flow tables that apply the planner's rules and
   follow packets through them (faucet's ``FakeOFTable`` for a whole fabric);
 * :class:`FakeClock`: time that moves only when told;
 * :func:`discover`: the events of a whole model topology fed to a planner.
@@ -10,6 +10,14 @@ from __future__ import annotations
 
 from sdnmpi.testing.clock import FakeClock
 from sdnmpi.testing.discovery import discover
-from sdnmpi.testing.fabric import FakeFabric, FakeFabricError, Step, Trace, matches
+from sdnmpi.testing.ofnetwork import FakeOFNetwork, FakeOFNetworkError, Step, Trace, matches
 
-__all__ = ["FakeClock", "FakeFabric", "FakeFabricError", "Step", "Trace", "discover", "matches"]
+__all__ = [
+    "FakeClock",
+    "FakeOFNetwork",
+    "FakeOFNetworkError",
+    "Step",
+    "Trace",
+    "discover",
+    "matches",
+]

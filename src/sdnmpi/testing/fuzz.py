@@ -196,7 +196,7 @@ def _hostfile(data: bytes) -> object:
 
 def _controller_api(data: bytes) -> object:
     from sdnmpi.controller import measure
-    from sdnmpi.controller.oskenapp import parse_request, request_object
+    from sdnmpi.controller.api import parse_request, request_object
 
     req = request_object(data)
     if req is not None and str(req.get("op")).startswith("measure_"):
@@ -208,10 +208,11 @@ def _tag_service(data: bytes) -> object:
     """Agents' reports, one JSON object per line, to a fresh tag service on a discovered
     fabric (the controller's dispatch: an object whose ``op`` is a tag op)."""
     from sdnmpi.controller import Planner, PlannerConfig
-    from sdnmpi.controller.oskenapp import request_object
-    from sdnmpi.controller.tagservice import TAG_OPS, TagService
+    from sdnmpi.controller.api import request_object
+    from sdnmpi.controller.tagservice import TagService
     from sdnmpi.core.generators import leaf_spine
     from sdnmpi.testing.discovery import discover
+    from sdnmpi.wire.controller_api import TAG_OPS
 
     topo = leaf_spine(2, 2, 2)
     planner = Planner(topo, PlannerConfig(router="dmodk"))

@@ -6,24 +6,24 @@ For a routing ``R`` of demands with phases ``p`` (each repeated ``repeat_p``
 times), ``bytes_e(p)`` is the sum of the bytes of the phase-``p`` flows whose
 path uses arc ``e`` (one direction of a link, ``capacity_e`` bit/s).
 
-* ``max_link_util_p(R) = max_e 8 * bytes_e(p) / capacity_e``, in seconds: the
+* ``max_link_busy_p(R) = max_e 8 * bytes_e(p) / capacity_e``, in seconds: the
   phase's load over capacity with its bytes spread over one second (a unitless
   utilization), which equals the seconds the busiest link needs to carry them.
-* ``max_link_util(R) = sum_p repeat_p * max_link_util_p(R)``.
+* ``max_link_busy(R) = sum_p repeat_p * max_link_busy_p(R)``.
 * ``lambda_p``: the optimum of the fractional minimum-congestion multicommodity
-  flow LP of phase ``p`` (below): the least ``max_link_util_p`` of any routing,
+  flow LP of phase ``p`` (below): the least ``max_link_busy_p`` of any routing,
   even one splitting flows over many paths and changing paths every phase.
-* ``lp_max_link_util = sum_p repeat_p * lambda_p <= max_link_util(R)`` for all R.
+* ``lp_max_link_busy = sum_p repeat_p * lambda_p <= max_link_busy(R)`` for all R.
 * ``nic_p = max over hosts h of 8 * (bytes h sends or receives in p) /
   (capacity of h's links in that direction) <= lambda_p``.
 * ``latency_p``: the largest, over phase ``p``'s flows, of the least latency of
   any path of that flow (sum of ``latency_s`` along it, no host transit).
 * ``lower_bound_s = sum_p repeat_p * max(lambda_p, latency_p)``: no routing
   drains the pattern faster, whatever the transport does.
-* ``single_path_p >= lambda_p``: a lower bound on ``max_link_util_p`` of any
+* ``single_path_p >= lambda_p``: a lower bound on ``max_link_busy_p`` of any
   *unsplittable* routing (one path per host pair), from the widest single path
   of each pair and a pigeonhole argument on every tree cut (see
-  :func:`phase_bounds`); ``single_path_max_link_util = sum_p repeat_p *
+  :func:`phase_bounds`); ``single_path_max_link_busy = sum_p repeat_p *
   single_path_p``.  Where it exceeds ``lambda_p`` no single-path router can reach
   ``lambda_p``: the gap is integrality, not the router.
 
@@ -94,8 +94,8 @@ _IPM_VARS = 4000
 
 
 @dataclass(frozen=True)
-class LinkUtil:
-    """``max_link_util`` of a routing: per phase (seconds), its busiest arc, the total."""
+class LinkBusy:
+    """``max_link_busy`` of a routing: per phase (seconds), its busiest arc, the total."""
 
     per_phase_s: FloatArray
     busiest_arc: IntArray
@@ -103,14 +103,14 @@ class LinkUtil:
     total_s: float
 
 
-def max_link_util(fabric: Fabric, demands: Demands, routing: Routing) -> LinkUtil:
+def max_link_busy(fabric: Fabric, demands: Demands, routing: Routing) -> LinkBusy:
     """``max_e 8*bytes_e(p)/capacity_e`` per phase and its repeat-weighted sum.
 
     >>> from sdnmpi.core.generators import leaf_spine
     >>> f = Fabric(leaf_spine(1, 2, 1, host_bps=8.0, uplink_bps=4.0))
     >>> d = Demands.all_pairs(f, size_bytes=2)
     >>> r = Routing.from_paths("x", [[0, 4, 7, 3], [2, 6, 5, 1]])
-    >>> max_link_util(f, d, r).total_s  # 2 bytes = 16 bits over a 4 bit/s uplink
+    >>> max_link_busy(f, d, r).total_s  # 2 bytes = 16 bits over a 4 bit/s uplink
     4.0
     """
     nph, na = demands.nphases, fabric.narcs
@@ -135,7 +135,7 @@ def max_link_util(fabric: Fabric, demands: Demands, routing: Routing) -> LinkUti
         busiest[cells[first] // na] = cells[first] % na
     per_phase[busiest < 0] = 0.0
     repeat = np.asarray(demands.phase_repeat, dtype=np.int64)
-    return LinkUtil(per_phase, busiest, repeat, float(per_phase @ repeat))
+    return LinkBusy(per_phase, busiest, repeat, float(per_phase @ repeat))
 
 
 # -- bounds ----------------------------------------------------------------------------
@@ -170,9 +170,9 @@ class PatternBound:
     """Repeat-weighted sums of the phase bounds (see the module docstring)."""
 
     phases: tuple[PhaseBound, ...]
-    lp_max_link_util_s: float
-    nic_max_link_util_s: float
-    single_path_max_link_util_s: float
+    lp_max_link_busy_s: float
+    nic_max_link_busy_s: float
+    single_path_max_link_busy_s: float
     lower_bound_s: float
     lp_solves: int
 
@@ -239,7 +239,7 @@ def pattern_bound(
     force_lp: bool = False,
     clock: Clock | None = None,
 ) -> PatternBound:
-    """The pattern's ``lp_max_link_util``, ``lower_bound_s`` and the other sums."""
+    """The pattern's ``lp_max_link_busy``, ``lower_bound_s`` and the other sums."""
     phases = phase_bounds(fabric, demands, single_path=single_path, force_lp=force_lp, clock=clock)
 
     def total(values: list[float]) -> float:

@@ -404,7 +404,7 @@ class PairProblem:
     (shortest rows first); with single-homed hosts rows hold the switch arcs and
     ``fixed`` the host arcs.  Phases equal up to a factor are merged: merged
     phase ``q`` carries its first phase's bytes and weighs ``repeat[q]``, so
-    ``sum_q repeat[q] * max_e load_qe`` is the pattern's ``max_link_util``.
+    ``sum_q repeat[q] * max_e load_qe`` is the pattern's ``max_link_busy``.
     """
 
     narcs: int

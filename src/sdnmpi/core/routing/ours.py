@@ -108,7 +108,7 @@ _RTOL = 1e-12
 
 
 def route(fabric: Fabric, demands: Demands, *, seed: int = 0) -> Routing:
-    """One path per host pair, minimizing ``sum_p repeat_p * max_link_util_p``."""
+    """One path per host pair, minimizing ``sum_p repeat_p * max_link_busy_p``."""
     if not len(demands):
         return Routing(NAME, np.zeros((0, 0), np.int64), {"objective_s": 0.0})
     prob = PairProblem.build(fabric, demands, seed)

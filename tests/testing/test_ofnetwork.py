@@ -1,4 +1,4 @@
-"""FakeFabric: OpenFlow table semantics and packet traces on hand-made rules; FakeClock."""
+"""FakeOFNetwork: OpenFlow table semantics and packet traces on hand-made rules; FakeClock."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from sdnmpi.controller.flows import (
 )
 from sdnmpi.controller.packets import arp_request, ipv4
 from sdnmpi.core.generators import leaf_spine
-from sdnmpi.testing import FakeClock, FakeFabric, FakeFabricError, Step, matches
+from sdnmpi.testing import FakeClock, FakeOFNetwork, FakeOFNetworkError, Step, matches
 
 # leaf_spine(2, 2, 1): hosts h1 (leaf1 port 1), h2 (leaf2 port 1); leaves have
 # dpids 1, 2 and spines 3, 4; leaf uplinks are ports 2 (spine1) and 3 (spine2).
@@ -46,7 +46,7 @@ def test_topology_layout_assumed_by_these_tests():
 
 
 def test_trace_follows_rules_to_the_host():
-    fab = FakeFabric(TOPO)
+    fab = FakeOFNetwork(TOPO)
     fab.apply([_fwd("leaf1", "spine2"), _fwd("spine2", "leaf2"), _fwd("leaf2", "h2")])
     tr = fab.trace("h1", PKT)
     assert tr.outcome == "delivered"
@@ -56,7 +56,7 @@ def test_trace_follows_rules_to_the_host():
 
 
 def test_table_miss_without_rule_drops():
-    fab = FakeFabric(TOPO)
+    fab = FakeOFNetwork(TOPO)
     assert fab.trace("h1", PKT).outcome == "dropped"
     fab.apply([FlowRule(1, 0, 0, Match(), (ToController(),))])
     assert fab.trace("h1", PKT).outcome == "controller"
@@ -64,7 +64,7 @@ def test_table_miss_without_rule_drops():
 
 
 def test_highest_priority_wins_and_add_replaces_same_match():
-    fab = FakeFabric(TOPO)
+    fab = FakeOFNetwork(TOPO)
     low = _fwd("leaf1", "spine1", priority=10)
     high = _fwd("leaf1", "spine2", priority=20, eth_src=H1)
     fab.apply([low, high])
@@ -75,14 +75,14 @@ def test_highest_priority_wins_and_add_replaces_same_match():
 
 
 def test_same_priority_overlap_is_an_error():
-    fab = FakeFabric(TOPO)
+    fab = FakeOFNetwork(TOPO)
     fab.apply([_fwd("leaf1", "spine1"), _fwd("leaf1", "spine2", eth_src=H1)])
-    with pytest.raises(FakeFabricError, match="matches 2 rules"):
+    with pytest.raises(FakeOFNetworkError, match="matches 2 rules"):
         fab.lookup(1, 1, PKT)
 
 
 def test_delete_strict_and_delete_by_cookie():
-    fab = FakeFabric(TOPO)
+    fab = FakeOFNetwork(TOPO)
     a = _fwd("leaf1", "spine1", cookie=0x0101)
     b = _fwd("leaf1", "spine1", cookie=0x0102, priority=20, eth_src=H1)
     c = _fwd("spine1", "leaf2", cookie=0x0201)
@@ -102,17 +102,17 @@ def test_delete_strict_and_delete_by_cookie():
 
 
 def test_loop_and_flood_are_detected():
-    fab = FakeFabric(TOPO)
+    fab = FakeOFNetwork(TOPO)
     fab.apply([_fwd("leaf1", "spine1"), _fwd("spine1", "leaf1")])
     assert fab.trace("h1", PKT).outcome == "loop"
-    fab2 = FakeFabric(TOPO)
+    fab2 = FakeOFNetwork(TOPO)
     outs = (Output(_port("leaf1", "spine1")), Output(_port("leaf1", "spine2")))
     fab2.apply([FlowRule(1, 0, 1, Match(), outs)])
     assert fab2.trace("h1", PKT).outcome == "flooded"
 
 
 def test_set_field_rewrites_before_output():
-    fab = FakeFabric(TOPO)
+    fab = FakeOFNetwork(TOPO)
     tag = "0a:00:00:00:00:99"
     fab.apply(
         [
@@ -126,14 +126,14 @@ def test_set_field_rewrites_before_output():
 
 
 def test_output_to_an_unwired_port_drops():
-    fab = FakeFabric(TOPO)
+    fab = FakeOFNetwork(TOPO)
     fab.apply([FlowRule(1, 0, 1, Match(), (Output(40),))])
     assert fab.trace("h1", PKT).outcome == "dropped"
 
 
 def test_unknown_switch_rejected_barriers_and_packet_outs_recorded():
-    fab = FakeFabric(TOPO)
-    with pytest.raises(FakeFabricError, match="dpid 99"):
+    fab = FakeOFNetwork(TOPO)
+    with pytest.raises(FakeOFNetworkError, match="dpid 99"):
         fab.apply([FlowRule(99, 0, 1)])
     out = PacketOut(1, 1, b"\x00" * 60)
     fab.apply([Barrier(1), out])
@@ -153,7 +153,7 @@ def test_match_fields_and_masks():
 
 
 def test_snapshot_compares_tables():
-    fab = FakeFabric(TOPO)
+    fab = FakeOFNetwork(TOPO)
     before = fab.snapshot()
     fab.apply([_fwd("leaf1", "spine1", cookie=5)])
     assert fab.snapshot() != before

@@ -1,6 +1,6 @@
-"""The simulated workload: flows on paths, grouped in phases, and who waits for whom.
+"""The simulated flows: flows on paths, grouped in phases, and who waits for whom.
 
-A :class:`Workload` turns :class:`~sdnmpi.core.routing.model.Demands` (one row
+A :class:`FlowSet` turns :class:`~sdnmpi.core.routing.model.Demands` (one row
 per flow: bytes, phase, ranks) and a :class:`~sdnmpi.core.routing.model.Routing`
 (one path per flow) into what the event loop consumes: a sparse ``flows x arcs``
 incidence matrix, sizes in bits and the latency of each path.
@@ -77,7 +77,7 @@ def gather_rows(indptr: IntArray, values: IntArray, rows: IntArray) -> IntArray:
 
 
 @dataclass(frozen=True, eq=False)
-class Workload:
+class FlowSet:
     """Flows to simulate: the paths, sizes, path latencies, phases and ranks of each.
 
     ``messages`` counts the MPI messages of each flow (``None``: one each).
@@ -158,7 +158,7 @@ class Workload:
         return out
 
     @classmethod
-    def from_demands(cls, platform: Platform, demands: Demands, routing: Routing) -> Workload:
+    def from_demands(cls, platform: Platform, demands: Demands, routing: Routing) -> FlowSet:
         """The flows of ``demands`` on the paths of ``routing``."""
         if len(routing) != len(demands):
             raise RoutingError(
@@ -189,7 +189,7 @@ class Workload:
         ranks: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
         phase_repeat: npt.ArrayLike | None = None,
         messages: npt.ArrayLike | None = None,
-    ) -> Workload:
+    ) -> FlowSet:
         """Flows given directly as arc-index paths (tests, references, tools)."""
         routing = Routing.from_paths("paths", paths)
         n = len(routing)
@@ -314,21 +314,21 @@ def exchange_deps(
 
 
 def phase_deps(
-    workload: Workload,
+    flowset: FlowSet,
     rows: IntArray,
     serialized: BoolArray,
     rng: np.random.Generator | None = None,
 ) -> Dependencies | None:
     """The exchange dependencies among the flows ``rows`` of one phase (None if none).
 
-    ``serialized`` is :meth:`Workload.serialized` for the whole workload; ``rng``
+    ``serialized`` is :meth:`FlowSet.serialized` for the whole flowset; ``rng``
     draws which direction of each exchange goes first (:func:`exchange_deps`).
     """
     if not serialized[rows].any():
         return None
     deps = exchange_deps(
-        workload.src_rank[rows],
-        workload.dst_rank[rows],
+        flowset.src_rank[rows],
+        flowset.dst_rank[rows],
         np.zeros(rows.size, dtype=np.int64),
         serialized[rows],
         rng,
@@ -336,47 +336,47 @@ def phase_deps(
     return deps if deps.ngroups else None
 
 
-def serialized_exchanges(workload: Workload, protocol: Protocol) -> int:
+def serialized_exchanges(flowset: FlowSet, protocol: Protocol) -> int:
     """How many (phase, rank pair) exchanges ``protocol`` serializes (one occurrence each)."""
     if not protocol.serializes:
         return 0
-    mask = workload.serialized(protocol)
-    return exchange_deps(workload.src_rank, workload.dst_rank, workload.phase, mask).ngroups
+    mask = flowset.serialized(protocol)
+    return exchange_deps(flowset.src_rank, flowset.dst_rank, flowset.phase, mask).ngroups
 
 
-def rendezvous_exchanges(workload: Workload, protocol: Protocol) -> BoolArray:
+def rendezvous_exchanges(flowset: FlowSet, protocol: Protocol) -> BoolArray:
     """Flows that belong to a rendezvous exchange: both directions of a rank pair in one
     phase send by rendezvous under ``protocol`` (whatever its ``exchange`` kind).
 
     >>> a = lambda v: np.array(v, dtype=np.int64)
-    >>> w = Workload(None, np.array([1e6, 1e6, 1e6]), np.zeros(3), a([0, 0, 0]),
+    >>> w = FlowSet(None, np.array([1e6, 1e6, 1e6]), np.zeros(3), a([0, 0, 0]),
     ...              a([0, 1, 2]), a([1, 0, 0]), ("p",), a([1]))
     >>> rendezvous_exchanges(w, Protocol("x", 65536, "partial", 1.4)).tolist()
     [True, True, False]
     """
-    mask = workload.rendezvous(protocol)
+    mask = flowset.rendezvous(protocol)
     if not mask.any():
         return mask
-    deps = exchange_deps(workload.src_rank, workload.dst_rank, workload.phase, mask)
+    deps = exchange_deps(flowset.src_rank, flowset.dst_rank, flowset.phase, mask)
     out: BoolArray = (deps.member[:, 0] >= 0) | (deps.wait[:, 0] >= 0)
     return out
 
 
-def with_partial_exchanges(workload: Workload, protocol: Protocol) -> tuple[Workload, int]:
-    """The workload with each flow of a ``partial`` rendezvous exchange sending
+def with_partial_exchanges(flowset: FlowSet, protocol: Protocol) -> tuple[FlowSet, int]:
+    """The flowset with each flow of a ``partial`` rendezvous exchange sending
     ``protocol.exchange_size_factor`` times its bytes, and how many (phase, rank pair)
     exchanges that slowed (``protocol.duplex`` over one direction's rate when alone).
     Unchanged for any other protocol."""
     if not protocol.slows_exchanges:
-        return workload, 0
-    mask = rendezvous_exchanges(workload, protocol)
+        return flowset, 0
+    mask = rendezvous_exchanges(flowset, protocol)
     if not mask.any():
-        return workload, 0
-    size = np.where(mask, workload.size_bytes * protocol.exchange_size_factor, workload.size_bytes)
-    return dataclasses.replace(workload, size_bytes=size), int(mask.sum()) // 2
+        return flowset, 0
+    size = np.where(mask, flowset.size_bytes * protocol.exchange_size_factor, flowset.size_bytes)
+    return dataclasses.replace(flowset, size_bytes=size), int(mask.sum()) // 2
 
 
-def concurrent_exchanges(workload: Workload, protocol: Protocol) -> tuple[BoolArray, IntArray]:
+def concurrent_exchanges(flowset: FlowSet, protocol: Protocol) -> tuple[BoolArray, IntArray]:
     """Flows that run both ways at once with their reverse: ``(mask, pairs per phase)``.
 
     A flow a->b whose phase also has b->a is part of an exchange; unless
@@ -387,28 +387,28 @@ def concurrent_exchanges(workload: Workload, protocol: Protocol) -> tuple[BoolAr
     already says what they get (:func:`with_partial_exchanges`).
 
     >>> a = lambda v: np.array(v, dtype=np.int64)
-    >>> w = Workload(None, np.ones(3), np.zeros(3), a([0, 0, 0]), a([0, 1, 2]), a([1, 0, 0]),
+    >>> w = FlowSet(None, np.ones(3), np.zeros(3), a([0, 0, 0]), a([0, 1, 2]), a([1, 0, 0]),
     ...              ("p",), a([1]))
     >>> mask, pairs = concurrent_exchanges(w, Protocol("ideal"))
     >>> mask.tolist(), pairs.tolist()
     ([True, True, False], [1])
     """
-    ranked = (workload.src_rank >= 0) & (workload.dst_rank >= 0)
-    nranks = int(max(workload.src_rank.max(initial=0), workload.dst_rank.max(initial=0))) + 1
-    key = (workload.phase * nranks + workload.src_rank) * nranks + workload.dst_rank
-    rev = (workload.phase * nranks + workload.dst_rank) * nranks + workload.src_rank
-    mask = ranked & np.isin(rev, key[ranked]) & (workload.src_rank != workload.dst_rank)
+    ranked = (flowset.src_rank >= 0) & (flowset.dst_rank >= 0)
+    nranks = int(max(flowset.src_rank.max(initial=0), flowset.dst_rank.max(initial=0))) + 1
+    key = (flowset.phase * nranks + flowset.src_rank) * nranks + flowset.dst_rank
+    rev = (flowset.phase * nranks + flowset.dst_rank) * nranks + flowset.src_rank
+    mask = ranked & np.isin(rev, key[ranked]) & (flowset.src_rank != flowset.dst_rank)
     if protocol.serializes or protocol.slows_exchanges:
-        mask &= ~rendezvous_exchanges(workload, protocol)
-    pairs = np.bincount(workload.phase[mask], minlength=workload.nphases) // 2
+        mask &= ~rendezvous_exchanges(flowset, protocol)
+    pairs = np.bincount(flowset.phase[mask], minlength=flowset.nphases) // 2
     return mask, pairs.astype(np.int64)
 
 
 @dataclass(frozen=True, eq=False)
 class Steps:
-    """A workload unrolled into steps for the ``ranks`` mode.
+    """A flowset unrolled into steps for the ``ranks`` mode.
 
-    ``flow[i]`` is the workload flow of occurrence i, ``step[i]`` its step, and
+    ``flow[i]`` is the flowset flow of occurrence i, ``step[i]`` its step, and
     ``step_phase[s]`` the phase of step s.
     """
 
@@ -422,7 +422,7 @@ class Steps:
 
 
 def rank_steps(
-    workload: Workload,
+    flowset: FlowSet,
     max_flows: int,
     protocol: Protocol | None = None,
     rng: np.random.Generator | None = None,
@@ -434,28 +434,28 @@ def rank_steps(
     :mod:`sdnmpi.sim.protocol`).  With a ``protocol`` that serializes exchanges,
     the reverse direction of each serialized exchange of a step also waits for the forward one
     (:func:`exchange_deps`).  Raises :class:`ConfigError` when the unrolled
-    workload would exceed ``max_flows``.
+    flowset would exceed ``max_flows``.
     """
-    counts = np.bincount(workload.phase, minlength=workload.nphases)
-    total = int((counts * workload.phase_repeat).sum())
+    counts = np.bincount(flowset.phase, minlength=flowset.nphases)
+    total = int((counts * flowset.phase_repeat).sum())
     if total > max_flows:
         raise ConfigError(
             f"ranks mode unrolls the repeats into {total} flows, above the limit of "
             f"{max_flows}: use mode='phases' or raise max_flows"
         )
-    step_phase = np.repeat(np.arange(workload.nphases, dtype=np.int64), workload.phase_repeat)
-    ptr, order = workload._phase_index
+    step_phase = np.repeat(np.arange(flowset.nphases, dtype=np.int64), flowset.phase_repeat)
+    ptr, order = flowset._phase_index
     flow = gather_rows(ptr, order, step_phase)
     step = np.repeat(np.arange(step_phase.size, dtype=np.int64), counts[step_phase])
-    src, dst = workload.src_rank[flow], workload.dst_rank[flow]
+    src, dst = flowset.src_rank[flow], flowset.dst_rank[flow]
     deps = _rank_groups(src, dst, step, step_phase.size)
     if protocol is not None and protocol.release == "sender":
-        eager = ~workload.rendezvous(protocol)[flow]
+        eager = ~flowset.rendezvous(protocol)[flow]
         wait = deps.wait.copy()
         wait[eager, 1] = -1  # the receiver's previous step: an eager message does not wait
         deps = Dependencies(deps.member, wait, deps.ngroups)
     if protocol is not None and protocol.serializes:
-        extra = exchange_deps(src, dst, step, workload.serialized(protocol)[flow], rng)
+        extra = exchange_deps(src, dst, step, flowset.serialized(protocol)[flow], rng)
         deps = deps.merged(extra) if extra.ngroups else deps
     return Steps(flow, step, step_phase, deps)
 

@@ -1,17 +1,17 @@
 """A fake OpenFlow fabric: applies flow rules and follows packets through them.
 
 The counterpart of faucet's ``FakeOFTable`` for a whole topology: each switch of
-a :class:`~sdnmpi.core.topology.Topology` holds flow tables; :meth:`FakeFabric.apply`
+a :class:`~sdnmpi.core.topology.Topology` holds flow tables; :meth:`FakeOFNetwork.apply`
 executes the planner's messages (``add`` replaces a rule with the same table,
 priority and match; ``delete_strict`` removes exactly one; ``delete`` removes
-every rule whose cookie agrees under the mask); :meth:`FakeFabric.output_ports`
+every rule whose cookie agrees under the mask); :meth:`FakeOFNetwork.output_ports`
 answers which ports a packet leaves a switch by (highest priority wins, as in
 OpenFlow 1.3; two matching rules at the same top priority are an error, since
-a switch's choice would be undefined); :meth:`FakeFabric.trace` follows a packet
+a switch's choice would be undefined); :meth:`FakeOFNetwork.trace` follows a packet
 from a host until it reaches a host, is dropped, goes to the controller, is
 copied to several ports (a flood) or loops, rewriting the packet as the rules'
 ``set_field`` actions say (so a tagged packet arrives with its real MAC);
-:meth:`FakeFabric.trace_packet_out` follows a controller's packet-out the same way.
+:meth:`FakeOFNetwork.trace_packet_out` follows a controller's packet-out the same way.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ Outcome = Literal["delivered", "dropped", "controller", "flooded", "loop"]
 TableKey = tuple[int, Match]  # (priority, match)
 
 
-class FakeFabricError(SdnMpiError):
+class FakeOFNetworkError(SdnMpiError):
     """A message the fake fabric cannot apply, or an ambiguous lookup."""
 
 
@@ -72,7 +72,7 @@ class Trace:
         return tuple(s.dpid for s in self.steps)
 
 
-class FakeFabric:
+class FakeOFNetwork:
     """Flow tables for every switch of ``topology`` (see module docstring)."""
 
     def __init__(self, topology: Topology) -> None:
@@ -99,7 +99,7 @@ class FakeFabric:
 
     def _switch(self, dpid: int) -> dict[int, dict[TableKey, FlowRule]]:
         if dpid not in self.tables:
-            raise FakeFabricError(f"no switch with dpid {dpid} in {self.topology.name!r}")
+            raise FakeOFNetworkError(f"no switch with dpid {dpid} in {self.topology.name!r}")
         return self.tables[dpid]
 
     def _flow_mod(self, rule: FlowRule) -> None:
@@ -138,7 +138,7 @@ class FakeFabric:
         best = [r for r in hits if r.priority == top]
         if len(best) > 1:
             shown = "; ".join(r.render() for r in best)
-            raise FakeFabricError(f"switch {dpid}: {packet} matches {len(best)} rules: {shown}")
+            raise FakeOFNetworkError(f"switch {dpid}: {packet} matches {len(best)} rules: {shown}")
         return best[0]
 
     def forward(self, dpid: int, in_port: int, packet: Packet) -> list[tuple[int, Packet]]:
@@ -171,7 +171,7 @@ class FakeFabric:
         """
         packet = decode(po.data)
         if packet is None:
-            raise FakeFabricError(f"packet-out on switch {po.dpid}: frame cannot be decoded")
+            raise FakeOFNetworkError(f"packet-out on switch {po.dpid}: frame cannot be decoded")
         switch = self._name(po.dpid)
         steps = [Step(po.dpid, po.in_port, po.port)]
         peer = self._peer.get((switch, po.port))

@@ -1,0 +1,163 @@
+"""OpenFlow 1.3 encoding for the os-ken shim: the planner's plain values to os-ken
+messages (:class:`FlowRule` -> ``OFPFlowMod``, :class:`PacketOut` -> ``OFPPacketOut``)
+and back (a switch's flow statistics -> the :class:`FlowRule` values it holds).
+
+Pure functions of a datapath's ``ofproto`` / ``ofproto_parser`` (no connection is
+needed to build a message); tested in ``tests/controller_integration/test_shim_units.py``
+by encoding every kind of rule the planner makes and decoding it back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from os_ken.ofproto import ofproto_v1_3  # type: ignore[import-untyped]
+
+from sdnmpi.controller.flows import (
+    IP_PROTO_UDP,
+    OFPP_CONTROLLER,
+    Action,
+    FlowRule,
+    Match,
+    Output,
+    PacketOut,
+    SetField,
+    ToController,
+)
+
+_OFPFC = {"add": "OFPFC_ADD", "delete": "OFPFC_DELETE", "delete_strict": "OFPFC_DELETE_STRICT"}
+
+
+# -- encoding: plain values -> os-ken messages ------------------------------------------------
+
+
+def match_fields(match: Match) -> dict[str, Any]:
+    """The ``OFPMatch`` keyword arguments of a :class:`Match`."""
+    out: dict[str, Any] = {}
+    if match.in_port is not None:
+        out["in_port"] = match.in_port
+    if match.eth_src is not None:
+        out["eth_src"] = match.eth_src
+    if match.eth_dst is not None:
+        mask = match.eth_dst_mask
+        out["eth_dst"] = (match.eth_dst, mask) if mask is not None else match.eth_dst
+    for name in ("eth_type", "arp_op", "arp_tpa", "ip_proto"):
+        if getattr(match, name) is not None:
+            out[name] = getattr(match, name)
+    l4 = "udp" if match.ip_proto == IP_PROTO_UDP else "tcp"
+    if match.tp_src is not None:
+        out[f"{l4}_src"] = match.tp_src
+    if match.tp_dst is not None:
+        out[f"{l4}_dst"] = match.tp_dst
+    return out
+
+
+def _actions(dp: Any, actions: tuple[Action, ...]) -> list[Any]:
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    out = []
+    for a in actions:
+        if isinstance(a, Output):
+            out.append(parser.OFPActionOutput(a.port, 0))
+        elif isinstance(a, ToController):
+            out.append(parser.OFPActionOutput(ofp.OFPP_CONTROLLER, a.max_len))
+        else:
+            out.append(parser.OFPActionSetField(**{a.field: a.value}))
+    return out
+
+
+def flow_mod(dp: Any, rule: FlowRule) -> Any:
+    """``OFPFlowMod`` of a rule; deletes use ``out_port``/``out_group`` ANY."""
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    actions = _actions(dp, rule.actions)
+    inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else []
+    return parser.OFPFlowMod(
+        datapath=dp,
+        cookie=rule.cookie,
+        cookie_mask=rule.cookie_mask,
+        table_id=rule.table_id,
+        command=getattr(ofp, _OFPFC[rule.command]),
+        idle_timeout=rule.idle_timeout,
+        hard_timeout=rule.hard_timeout,
+        priority=rule.priority,
+        buffer_id=ofp.OFP_NO_BUFFER,
+        out_port=ofp.OFPP_ANY,
+        out_group=ofp.OFPG_ANY,
+        match=parser.OFPMatch(**match_fields(rule.match)),
+        instructions=inst,
+    )
+
+
+def packet_out(dp: Any, po: PacketOut) -> Any:
+    """``OFPPacketOut`` of a frame out of one port."""
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    in_port = ofp.OFPP_CONTROLLER if po.in_port == OFPP_CONTROLLER else po.in_port
+    return parser.OFPPacketOut(
+        datapath=dp,
+        buffer_id=ofp.OFP_NO_BUFFER,
+        in_port=in_port,
+        actions=[parser.OFPActionOutput(po.port, 0)],
+        data=po.data,
+    )
+
+
+# -- decoding: flow-stats entries -> plain values ----------------------------------------------
+
+_MATCH_NAMES = {
+    "in_port": "in_port",
+    "eth_src": "eth_src",
+    "eth_dst": "eth_dst",
+    "eth_type": "eth_type",
+    "arp_op": "arp_op",
+    "arp_tpa": "arp_tpa",
+    "ip_proto": "ip_proto",
+    "tcp_src": "tp_src",
+    "udp_src": "tp_src",
+    "tcp_dst": "tp_dst",
+    "udp_dst": "tp_dst",
+}
+
+
+def match_from_fields(fields: dict[str, Any]) -> Match:
+    """A :class:`Match` from an ``OFPMatch``'s fields; unknown fields raise ``KeyError``."""
+    kw: dict[str, Any] = {}
+    for name, value in fields.items():
+        if name == "eth_dst" and isinstance(value, tuple):
+            kw["eth_dst"], kw["eth_dst_mask"] = value
+        else:
+            kw[_MATCH_NAMES[name]] = value
+    return Match(**kw)
+
+
+def _action_from_stats(act: Any) -> Action:
+    if act.cls_action_type == ofproto_v1_3.OFPAT_OUTPUT:
+        if act.port == ofproto_v1_3.OFPP_CONTROLLER:
+            return ToController(act.max_len)
+        return Output(act.port)
+    if act.cls_action_type == ofproto_v1_3.OFPAT_SET_FIELD and act.key in ("eth_dst", "eth_src"):
+        return SetField(act.key, act.value)
+    raise ValueError(f"unexpected action {act}")
+
+
+def rule_from_stats(dpid: int, stats: Any) -> FlowRule:
+    """The :class:`FlowRule` an ``OFPFlowStats`` entry describes (an ``add``)."""
+    actions: list[Action] = []
+    for inst in stats.instructions:
+        if inst.type != ofproto_v1_3.OFPIT_APPLY_ACTIONS:
+            raise ValueError(f"unexpected instruction {inst}")
+        actions += [_action_from_stats(a) for a in inst.actions]
+    return FlowRule(
+        dpid,
+        stats.table_id,
+        stats.priority,
+        match_from_fields(dict(stats.match.items())),
+        tuple(actions),
+        stats.cookie,
+        idle_timeout=stats.idle_timeout,
+        hard_timeout=stats.hard_timeout,
+    )
+
+
+def counter_row(stats: Any) -> tuple[str, str, int]:
+    """(eth_src, eth_dst, byte count) of one flow statistics entry."""
+    match = stats.match
+    return (str(match.get("eth_src", "")), str(match.get("eth_dst", "")), int(stats.byte_count))
