@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter
 
-from sdnmpi.controller import cookies
+from sdnmpi.controller import layout
 from sdnmpi.controller.flows import FlowRule, PacketOut
 from sdnmpi.controller.packets import Packet, ipv4
 from sdnmpi.controller.primitives import Collective
@@ -36,8 +36,8 @@ def tag_rules(rules: list[FlowRule], job_id: int | None = None) -> list[FlowRule
     return [
         r
         for r in rules
-        if cookies.kind_of(r.cookie) == "tag"
-        and (job_id is None or cookies.job_of(r.cookie) == job_id)
+        if layout.kind_of(r.cookie) == "tag"
+        and (job_id is None or layout.job_of(r.cookie) == job_id)
     ]
 
 

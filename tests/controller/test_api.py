@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sdnmpi.controller.api import Answer, ApiHandler
-from sdnmpi.controller.flows import Barrier, FlowRule
+from sdnmpi.controller.flows import Barrier
 from sdnmpi.controller.jobstore import StoredState
 from sdnmpi.controller.measure import FIRST_ID
 from sdnmpi.core.generators import leaf_spine

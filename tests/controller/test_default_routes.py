@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from sdnmpi.controller.routes import PRIORITY_DEFAULT_DST, PRIORITY_DEFAULT_PAIR
+from sdnmpi.controller.layout import PRIORITY_DEFAULT_DST, PRIORITY_DEFAULT_PAIR
 from sdnmpi.core.generators import fat_tree, leaf_spine
 from tests.controller.conftest import planned, steady
 

@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sdnmpi.controller import cookies
-from sdnmpi.controller.cookies import Kind
+from sdnmpi.controller import layout
 from sdnmpi.controller.flows import (
     Barrier,
     FlowRule,
@@ -19,6 +18,7 @@ from sdnmpi.controller.flows import (
     batched,
     render_rules,
 )
+from sdnmpi.controller.layout import Kind
 from sdnmpi.controller.packets import Packet, arp_reply, arp_request, decode, ipv4
 from sdnmpi.errors import RoutingError, SdnMpiError
 
@@ -129,21 +129,21 @@ def test_batched_puts_a_barrier_after_each_chunk_per_switch():
 
 
 def test_cookie_layout():
-    assert cookies.cookie("base") == 0x5D01 << 48
-    assert cookies.cookie("host") == 0x5D02 << 48
-    assert cookies.cookie("default") == 0x5D03 << 48
-    assert cookies.job_cookie(0xABCDEF) == 0x5D04_0000_00AB_CDEF
-    assert cookies.kind_of(cookies.job_cookie(3)) == "job"
-    assert cookies.job_of(cookies.job_cookie(3)) == 3
-    assert cookies.kind_of(0x1234) is None
+    assert layout.cookie("base") == 0x5D01 << 48
+    assert layout.cookie("host") == 0x5D02 << 48
+    assert layout.cookie("default") == 0x5D03 << 48
+    assert layout.job_cookie(0xABCDEF) == 0x5D04_0000_00AB_CDEF
+    assert layout.kind_of(layout.job_cookie(3)) == "job"
+    assert layout.job_of(layout.job_cookie(3)) == 3
+    assert layout.kind_of(0x1234) is None
     kinds: tuple[Kind, ...] = ("base", "host", "default", "job")
     for kind in kinds:
-        value = cookies.cookie(kind)
-        assert value & cookies.OURS_MASK == cookies.ours_cookie()
+        value = layout.cookie(kind)
+        assert value & layout.OURS_MASK == layout.ours_cookie()
     with pytest.raises(RoutingError, match="job id"):
-        cookies.job_cookie(1 << 48)
+        layout.job_cookie(1 << 48)
     with pytest.raises(RoutingError, match="kind"):
-        cookies.cookie("other")  # type: ignore[arg-type]
+        layout.cookie("other")  # type: ignore[arg-type]
 
 
 def test_arp_frame_layout():

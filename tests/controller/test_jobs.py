@@ -8,9 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sdnmpi.controller import cookies
+from sdnmpi.controller import layout
 from sdnmpi.controller.flows import FlowRule
-from sdnmpi.controller.routes import PRIORITY_JOB, Hop, Route
+from sdnmpi.controller.layout import PRIORITY_JOB
+from sdnmpi.controller.routes import Hop, Route
 from sdnmpi.core.generators import fat_tree, leaf_spine
 from sdnmpi.core.routing import Demands, Fabric, route
 from sdnmpi.core.topology import Topology
@@ -77,7 +78,7 @@ def test_job_routes_override_defaults_for_their_pairs_only(topo):
     fabric, demands, routing, out = _install_ours(setup, 7, pairs, [10**6] * (n - 1) + [10] * n)
     added = [m for m in out if isinstance(m, FlowRule)]
     assert added
-    assert all(r.command == "add" and r.cookie == cookies.job_cookie(7) for r in added)
+    assert all(r.command == "add" and r.cookie == layout.job_cookie(7) for r in added)
     assert all(r.priority == PRIORITY_JOB and r.match.eth_src for r in added)
     job_pairs = _check_job_paths(setup, fabric, demands, routing)
     for pair, dpids in _paths_by_pair(setup).items():
@@ -87,7 +88,7 @@ def test_job_routes_override_defaults_for_their_pairs_only(topo):
     deletes = [m for m in out if isinstance(m, FlowRule)]
     assert {r.command for r in deletes} == {"delete"}
     assert {(r.cookie, r.cookie_mask) for r in deletes} == {
-        (cookies.job_cookie(7), cookies.FULL_MASK)
+        (layout.job_cookie(7), layout.FULL_MASK)
     }
     assert len(deletes) == len({r.dpid for r in added})  # one per switch that had rules
     assert setup.fabric.snapshot() == before_tables

@@ -14,12 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sdnmpi.catalog import load_topology
-from sdnmpi.controller import cookies
+from sdnmpi.controller import layout
 from sdnmpi.controller.flows import FlowRule, SetField
+from sdnmpi.controller.layout import PRIORITY_TAG, PRIORITY_TAG_DST
 from sdnmpi.controller.packets import Packet, ipv4
 from sdnmpi.controller.primitives import (
-    PRIORITY_TAG,
-    PRIORITY_TAG_DST,
     Collective,
     PatternModule,
     PinnedModule,
@@ -56,7 +55,7 @@ def _spines(setup: Setup, dpids: tuple[int, ...]) -> set[str]:
 
 @pytest.mark.parametrize(
     "module",
-    [cookies, registry, tagged, inbound, base],
+    [layout, registry, tagged, inbound, base],
     ids=lambda m: m.__name__.rsplit(".", 1)[-1],
 )
 def test_doctests(module: object) -> None:
@@ -102,7 +101,7 @@ def test_pinned_policy_bcast_crosses_spine1_only_and_reduce_spine2_only():
     before = setup.fabric.snapshot()
     out = setup.send(setup.planner.register_tagged_job(7, 3, 24, hosts, UNISON_COLLS))
     assert setup.planner.tag_regime(7) == "exact"
-    assert {r.cookie for r in tag_rules(setup.fabric.rules())} == {cookies.tag_cookie(7)}
+    assert {r.cookie for r in tag_rules(setup.fabric.rules())} == {layout.tag_cookie(7)}
     assert all(r.command == "add" for r in out if isinstance(r, FlowRule))
     crossed: dict[Primitive, set[str]] = {Primitive.BCAST: set(), Primitive.REDUCE: set()}
     for coll in UNISON_COLLS:
@@ -257,7 +256,7 @@ def test_unregister_removes_exactly_that_jobs_tag_rules():
     out = setup.send(setup.planner.unregister_tagged_job(2))
     deletes = [m for m in out if isinstance(m, FlowRule)]
     assert {(r.command, r.cookie, r.cookie_mask) for r in deletes} == {
-        ("delete", cookies.tag_cookie(2), cookies.FULL_MASK)
+        ("delete", layout.tag_cookie(2), layout.FULL_MASK)
     }
     assert setup.fabric.snapshot() == with_job
     setup.send(setup.planner.remove_job(1))  # job routes of the same id: tag rules stay

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sdnmpi.controller import Barrier, FlowRule, Match, Output, Planner, PlannerConfig, cookies
+from sdnmpi.controller import Barrier, FlowRule, Match, Output, Planner, PlannerConfig, layout
 from sdnmpi.core.generators import fat_tree, leaf_spine
 from sdnmpi.core.routing import Demands, Fabric, route
 from sdnmpi.testing import FakeOFNetwork, discover
@@ -15,7 +15,7 @@ def test_reconnect_after_a_switch_restart_reproduces_its_table(topo):
     demands = Demands.all_pairs(fabric, hosts=[topo.hosts[0].name, topo.hosts[-1].name])
     routing = route("ours", fabric, demands)
     setup.send(setup.planner.install_job(4, routing, fabric))
-    assert any(r.cookie == cookies.job_cookie(4) for r in setup.fabric.rules())
+    assert any(r.cookie == layout.job_cookie(4) for r in setup.fabric.rules())
     before = setup.fabric.snapshot()
     for sw in topo.switches:
         setup.send(setup.planner.switch_down(sw.dpid))
@@ -25,8 +25,8 @@ def test_reconnect_after_a_switch_restart_reproduces_its_table(topo):
         assert isinstance(first, FlowRule)
         assert (first.command, first.cookie, first.cookie_mask) == (
             "delete",
-            cookies.ours_cookie(),
-            cookies.OURS_MASK,
+            layout.ours_cookie(),
+            layout.OURS_MASK,
         )
         # links come back by LLDP
         for arc in topo.out_arcs[sw.name]:

@@ -11,7 +11,8 @@ from collections import Counter
 
 import pytest
 
-from sdnmpi.controller.primitives import PRIORITY_TAG, PRIORITY_TAG_DST, Collective, dst_match
+from sdnmpi.controller.layout import PRIORITY_TAG, PRIORITY_TAG_DST
+from sdnmpi.controller.primitives import Collective, dst_match
 from sdnmpi.core.generators import fat_tree, leaf_spine
 from sdnmpi.testing.ofnetwork import matches
 from sdnmpi.wire.tag import Primitive

@@ -10,7 +10,7 @@ import logging
 
 import pytest
 
-from sdnmpi.controller import cookies
+from sdnmpi.controller import layout
 from sdnmpi.controller.flows import (
     OFPCML_NO_BUFFER,
     Barrier,
@@ -19,7 +19,7 @@ from sdnmpi.controller.flows import (
     SetField,
     ToController,
 )
-from sdnmpi.controller.primitives import PRIORITY_TAG
+from sdnmpi.controller.layout import PRIORITY_TAG
 from sdnmpi.controller.primitives.inbound import ipv4_destination, locally_administered_unicast
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.wire.tag import Primitive
@@ -54,7 +54,7 @@ def test_reactive_first_packet_installs_the_whole_path_then_sends_it_on(setup):
     assert [type(m) for m in out][-1] is PacketOut  # after the rules and their barriers
     assert any(isinstance(m, Barrier) for m in out)
     assert {r.dpid for r in rules} == {1, 6, 4}  # leaf1, spine2, leaf4: the whole path
-    assert all(r.cookie == cookies.tag_cookie(9) and r.priority == PRIORITY_TAG for r in rules)
+    assert all(r.cookie == layout.tag_cookie(9) and r.priority == PRIORITY_TAG for r in rules)
     assert all(r.match.eth_dst == mac for r in rules)
     last = next(r for r in rules if r.dpid == 4)
     assert SetField("eth_dst", setup.topo.host("h7").mac) in last.actions

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sdnmpi import catalog
-from sdnmpi.controller import cookies, measure
+from sdnmpi.controller import layout, measure
 from sdnmpi.controller.planner import Planner
 from sdnmpi.emu import runner
 from sdnmpi.formats.native import topology_from_dict
@@ -63,7 +63,7 @@ def expected_default_rules(cluster: Cluster) -> dict[str, list[str]]:
     planner.sync()
     return {
         s.name: sorted(
-            r.render() for r in planner.desired(s.dpid) if cookies.kind_of(r.cookie) == "default"
+            r.render() for r in planner.desired(s.dpid) if layout.kind_of(r.cookie) == "default"
         )
         for s in model.switches
     }
@@ -121,7 +121,7 @@ def test_plot_stats_writes_a_png(cluster: Cluster, tmp_path):
 
 
 def job_rules(cluster: Cluster) -> dict[str, list[str]]:
-    ck = f"cookie={cookies.job_cookie(42):#x}"
+    ck = f"cookie={layout.job_cookie(42):#x}"
     return {k: [ln for ln in v if ck in ln] for k, v in all_flows(cluster.plan).items()}
 
 
@@ -314,5 +314,5 @@ def test_pattern_recorded_from_switch_counters(cluster: Cluster, tmp_path: Path)
     assert all(b < 2000 for k, b in cells.items() if k not in ((0, 1), (1, 0))), cells
     held = [int(ck, 16) for rules in all_flows(cluster.plan).values() for ln in rules
             for ck in re.findall(r"cookie=(0x[0-9a-f]+)", ln)]  # fmt: skip
-    assert not [ck for ck in held if cookies.kind_of(ck) == "job"
-                and cookies.job_of(ck) >= measure.FIRST_ID]  # fmt: skip
+    assert not [ck for ck in held if layout.kind_of(ck) == "job"
+                and layout.job_of(ck) >= measure.FIRST_ID]  # fmt: skip

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sdnmpi.controller import cookies
+from sdnmpi.controller import layout
 from sdnmpi.manager.client import ManagerClient
 from sdnmpi.testing.waits import wait_for
 from sdnmpi.wire import manager_pb2 as pb
@@ -28,7 +28,7 @@ def bench(iters: int) -> list[str]:
 
 
 def job_rule_count(cluster: SlurmCluster, job_id: int) -> int:
-    ck = f"cookie={cookies.job_cookie(job_id):#x},"
+    ck = f"cookie={layout.job_cookie(job_id):#x},"
     return sum(ck in ln for rules in all_flows(cluster.plan).values() for ln in rules)
 
 

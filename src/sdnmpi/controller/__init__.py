@@ -1,7 +1,7 @@
 """The OpenFlow interconnect controller: a pure planner and (elsewhere) its os-ken shim.
 
 * :mod:`~sdnmpi.controller.flows`: flow rules, barriers and packet-outs as plain data;
-* :mod:`~sdnmpi.controller.cookies`: the cookie layout (who owns a rule);
+* :mod:`~sdnmpi.controller.layout`: the rule layout (priorities, and cookies: who owns a rule);
 * :mod:`~sdnmpi.controller.packets`: frames as header fields, ARP encode/decode;
 * :mod:`~sdnmpi.controller.inventory`: switches, links and hosts as discovered;
 * :mod:`~sdnmpi.controller.routes`: host-pair routes and their encoding into rules;

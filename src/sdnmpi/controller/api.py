@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sdnmpi.controller import cookies, measure
+from sdnmpi.controller import layout, measure
 from sdnmpi.controller.flows import FlowRule, Message
 from sdnmpi.controller.jobstore import JobPairs, StoredState
 from sdnmpi.controller.planner import Planner
@@ -199,7 +199,7 @@ class ApiHandler:
         if routes is None:
             raise ConfigError(f"no measurement job {job_id}")
         dpids = tuple(sorted(set(measure.first_hops(routes).values())))
-        return CounterRead(job_id, dpids, cookies.job_cookie(job_id))
+        return CounterRead(job_id, dpids, layout.job_cookie(job_id))
 
     def counted(
         self, read: CounterRead, rows: Mapping[int, Sequence[tuple[str, str, int]]]

@@ -43,7 +43,7 @@ from os_ken.lib import hub  # type: ignore[import-untyped]
 from os_ken.ofproto import ofproto_v1_3  # type: ignore[import-untyped]
 from os_ken.topology import event as topo_event  # type: ignore[import-untyped]
 
-from sdnmpi.controller import cookies
+from sdnmpi.controller import layout
 from sdnmpi.controller.api import ApiHandler, CounterRead
 from sdnmpi.controller.flows import (
     OFPP_MAX,
@@ -158,8 +158,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             ofp.OFPTT_ALL,
             ofp.OFPP_ANY,
             ofp.OFPG_ANY,
-            cookies.ours_cookie(),
-            cookies.OURS_MASK,
+            layout.ours_cookie(),
+            layout.OURS_MASK,
             parser.OFPMatch(),
         )
         dp.send_msg(req)
@@ -366,7 +366,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             ofp, parser = dp.ofproto, dp.ofproto_parser
             req = parser.OFPFlowStatsRequest(
                 dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
-                read.cookie, cookies.FULL_MASK, parser.OFPMatch(),
+                read.cookie, layout.FULL_MASK, parser.OFPMatch(),
             )  # fmt: skip
             dp.set_xid(req)
             self._counters[req.xid] = []

@@ -7,31 +7,18 @@ packet-in, job routes) and returns the messages to send: :class:`FlowRule`,
 clock; ``now`` is passed in where time matters.  The os-ken shim decodes events
 into these calls and sends what they return, in order.
 
-Rule set of a connected switch (table 0; cookie layout in
-:mod:`sdnmpi.controller.cookies`):
-
-========  ================================================  ===========
-priority  match -> actions                                  cookie kind
-========  ================================================  ===========
-1100      ARP -> controller; LLDP (0x88cc) -> controller     base
-1000      broadcast/multicast ``eth_dst`` -> drop            base
-500       ``eth_dst`` = attached host -> its port            host
-300       job route (``eth_src``, ``eth_dst``) -> port       job
-200       ``eth_dst`` = MPI tag -> port (last switch:        tag
-          ``set_field`` real ``eth_dst``, then its port)
-190       ``eth_dst``/mask = tag's (job slot, dst rank)      tag
-          -> port (a job's per-destination catch-all)
-110       default pair (``eth_src``, ``eth_dst``) -> port    default
-100       default route ``eth_dst`` -> port                  default
-1         IPv4 to a MAC with the tag prefix                  base
-          ``eth_dst`` (a tag no rule carries) -> controller,
-          whole frame (it is sent on by a packet-out)
-0         anything else -> controller (first 128 bytes)      base
-========  ================================================  ===========
+Rule set of a connected switch: the table of :mod:`sdnmpi.controller.layout`
+(priorities and cookie kinds, defined there once).
 
 So nothing is ever flooded: ARP is answered by the controller (proxy ARP),
 other broadcasts and multicasts are dropped, unknown unicast goes to the
 controller (which learns hosts from it) and no further.
+
+The planner is composed of parts, as faucet composes its ``Valve`` of managers: the
+default part (:mod:`~sdnmpi.controller.defaults`: control-plane rules, delivery to
+hosts, default routes), job routes (:mod:`~sdnmpi.controller.jobroutes`) and tag
+routes (:mod:`~sdnmpi.controller.tagroutes`) each contribute rules to the desired
+state; the planner owns the inventory and the difference from what the switches hold.
 
 After every event the planner recomputes the *desired* rule set of every
 connected switch from its state (live topology, default routes, jobs) and
@@ -57,68 +44,37 @@ the reason is logged once per (reason, job slot).
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from sdnmpi.controller import cookies
+from sdnmpi.controller import layout, tagroutes
+from sdnmpi.controller.defaults import DefaultRoutes, DefaultState, base_rules, delivery_rules
 from sdnmpi.controller.flows import (
     ARP_REQUEST,
-    BROADCAST_MAC,
     ETH_TYPE_ARP,
     ETH_TYPE_IPV4,
     ETH_TYPE_LLDP,
-    GROUP_BIT_MAC,
     OFPTT_ALL,
     FlowRule,
     Match,
     Message,
-    Output,
     PacketOut,
-    ToController,
     batched,
 )
 from sdnmpi.controller.inventory import HostEntry, Inventory
+from sdnmpi.controller.jobroutes import JobRoutes, JobRouteSpec, parse_routes
 from sdnmpi.controller.packets import Packet, arp_reply, decode
 from sdnmpi.controller.primitives import inbound
 from sdnmpi.controller.primitives.base import Collective, Flow, Network, TaggedJob
 from sdnmpi.controller.primitives.registry import Registry
-from sdnmpi.controller.primitives.tagged import (
-    LogOnce,
-    Regime,
-    TagJobState,
-    TagPlanner,
-    collective_flows,
-)
-from sdnmpi.controller.routes import (
-    Encoding,
-    PairKey,
-    Route,
-    default_rules,
-    job_rules,
-    route_problem,
-    routes_from_names,
-    routes_from_routing,
-)
-from sdnmpi.core.routing import Demands, Fabric, Routing, route
+from sdnmpi.controller.primitives.tagged import Regime, TagJobState, TagPlanner
+from sdnmpi.controller.routes import Encoding, Route
+from sdnmpi.controller.tagroutes import TagRoutes
+from sdnmpi.core.routing import Demands, Fabric, Routing
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError, RoutingError
 
 log = logging.getLogger(__name__)
-
-PRIORITY_CONTROL = 1100
-PRIORITY_GROUP_DROP = 1000
-PRIORITY_DELIVER = 500
-PRIORITY_MISS = 0
-#: Unrouted IPv4 to a MAC with the tag prefix (any version): whole frames up.
-PRIORITY_TAG_MISS = 1
-#: The tag prefix: magic nibble, locally administered and group bits of the first octet
-#: (``o0 & 0xF3 == 0xA2``, docs/tag-layout.md); the version bits are left out so a
-#: tag of another version is still caught and delivered by the fallback.
-TAG_PREFIX_MASK = "f3:00:00:00:00:00"
-TAG_PREFIX_MAC = "a2:00:00:00:00:00"
-#: Bytes of an unknown unicast frame sent to the controller (enough for headers).
-MISS_MAX_LEN = 128
 
 RuleKey = tuple[int, int, int, Match]
 
@@ -165,20 +121,6 @@ class PlannerConfig:
         Registry.from_spec(self.primitives)  # validates the spec
 
 
-@dataclass(frozen=True, eq=False)
-class _DefaultRoutes:
-    """Default routes computed for one live topology, and their rules."""
-
-    topology: Topology
-    routes: tuple[Route, ...]
-    router: str
-    rules: tuple[FlowRule, ...]
-    net: Network
-
-
-JobRoutes = Mapping[tuple[str, str], Sequence[str]] | Sequence[Route]
-
-
 class Planner:
     """The fabric's controller logic, pure: events in, messages out."""
 
@@ -190,20 +132,30 @@ class Planner:
     ):
         self.config = config or PlannerConfig()
         self.primitives = primitives or Registry.from_spec(self.config.primitives)
-        self.tagged: dict[int, TagJobState] = {}
-        self._tags_version = 0
-        self._log_once = LogOnce()
-        self.tag_planner = TagPlanner(self.primitives, self.config.tag_budget, self._log_once)
-        self._regimes: dict[int, Regime] = {}
-        self._tag_usage: Counter[int] = Counter()
-        self._synced: tuple[int, int, int] | None = None  # desired version last diffed
         self.inventory = Inventory(topology, self.config.expect_model_hosts)
-        self.jobs: dict[int, tuple[Route, ...]] = {}
+        cfg = self.config
+        self.defaults = DefaultRoutes(cfg.router, cfg.fallback_router, cfg.seed, cfg.encoding)
+        self.job_routes = JobRoutes()
+        self.tags = TagRoutes(self.primitives, cfg.tag_budget)
+        self._synced: tuple[int, int, int] | None = None  # desired version last diffed
         self._installed: dict[int, dict[RuleKey, FlowRule]] = {}
         self._wipe: set[int] = set()
-        self._jobs_version = 0
-        self._routes: _DefaultRoutes | None = None
         self._desired: tuple[tuple[int, int, int], dict[int, list[FlowRule]]] | None = None
+
+    @property
+    def jobs(self) -> dict[int, tuple[Route, ...]]:
+        """Every job's routes."""
+        return self.job_routes.jobs
+
+    @property
+    def tagged(self) -> dict[int, TagJobState]:
+        """The tagged jobs by job id."""
+        return self.tags.tagged
+
+    @property
+    def tag_planner(self) -> TagPlanner:
+        """What computes the tagged jobs' rules."""
+        return self.tags.planner
 
     # -- events: switches and links -----------------------------------------------------
     # Every event updates the state and, unless ``sync=False``, returns the messages
@@ -225,7 +177,7 @@ class Planner:
             self._installed[dpid] = {}
             self._wipe.add(dpid)
         else:
-            self._installed[dpid] = {r.key: r for r in installed if cookies.kind_of(r.cookie)}
+            self._installed[dpid] = {r.key: r for r in installed if layout.kind_of(r.cookie)}
             self._wipe.discard(dpid)
         return self.sync() if sync else []
 
@@ -301,7 +253,7 @@ class Planner:
     def install_job(
         self,
         job_id: int,
-        routes: JobRoutes | Routing,
+        routes: JobRouteSpec | Routing,
         fabric: Fabric | None = None,
         demands: Demands | None = None,
     ) -> list[Message]:
@@ -320,32 +272,21 @@ class Planner:
     def replace_job(
         self,
         job_id: int,
-        routes: JobRoutes | Routing,
+        routes: JobRouteSpec | Routing,
         fabric: Fabric | None = None,
         demands: Demands | None = None,
     ) -> list[Message]:
         """Like :meth:`install_job`, but a job that has routes gets the new ones instead
         (checked first: on error its old routes stay; then the difference is sent)."""
-        cookies.job_cookie(job_id)  # range check
-        parsed = self._parse_routes(routes, fabric, demands)
-        old = self.jobs.pop(job_id, None)
-        try:
-            self._check_job(job_id, parsed)
-        except RoutingError:
-            if old is not None:
-                self.jobs[job_id] = old
-            raise
-        self.jobs[job_id] = tuple(parsed)
-        self._jobs_version += 1
+        layout.job_cookie(job_id)  # range check
+        parsed = parse_routes(routes, self.live_topology(), fabric, demands)
+        self.job_routes.replace(job_id, parsed, self.inventory)
         return self.sync()
 
     def remove_job(self, job_id: int) -> list[Message]:
         """Delete exactly job ``job_id``'s rules (one delete by cookie per switch)."""
-        if job_id not in self.jobs:
-            raise RoutingError(f"job {job_id} has no routes installed")
-        del self.jobs[job_id]
-        self._jobs_version += 1
-        return self._finish(self._delete_cookie(cookies.job_cookie(job_id)) + self._diff())
+        self.job_routes.remove(job_id)
+        return self._finish(self._delete_cookie(layout.job_cookie(job_id)) + self._diff())
 
     def _delete_cookie(self, ck: int) -> list[Message]:
         """One delete by cookie per switch holding rules with cookie ``ck``."""
@@ -353,39 +294,10 @@ class Planner:
         for dpid, table in sorted(self._installed.items()):
             if any(r.cookie == ck for r in table.values()):
                 out.append(
-                    FlowRule(dpid, 0, cookie=ck, cookie_mask=cookies.FULL_MASK, command="delete")
+                    FlowRule(dpid, 0, cookie=ck, cookie_mask=layout.FULL_MASK, command="delete")
                 )
                 self._installed[dpid] = {k: r for k, r in table.items() if r.cookie != ck}
         return out
-
-    def _parse_routes(
-        self, routes: JobRoutes | Routing, fabric: Fabric | None, demands: Demands | None
-    ) -> list[Route]:
-        if isinstance(routes, Routing):
-            if fabric is None:
-                raise RoutingError("a Routing needs the Fabric it was computed on")
-            return routes_from_routing(fabric, routes, demands)
-        if isinstance(routes, Mapping):
-            topo = self.live_topology()
-            if topo is None:
-                raise RoutingError("no live topology yet: cannot resolve node names")
-            return routes_from_names(topo, routes)
-        return list(routes)
-
-    def _check_job(self, job_id: int, parsed: list[Route]) -> None:
-        taken = {r.key: j for j, rs in self.jobs.items() for r in rs}
-        seen: set[PairKey] = set()
-        for r in parsed:
-            problem = route_problem(self.inventory, r)
-            if problem is not None:
-                raise RoutingError(f"job {job_id}: {problem}")
-            if r.key in taken:
-                raise RoutingError(
-                    f"job {job_id}: pair {r.src_mac} -> {r.dst_mac} is routed by job {taken[r.key]}"
-                )
-            if r.key in seen:
-                raise RoutingError(f"job {job_id}: two routes for {r.src_mac} -> {r.dst_mac}")
-            seen.add(r.key)
 
     # -- tagged jobs (per-primitive routing) -----------------------------------------------
     def register_tagged_job(
@@ -408,65 +320,21 @@ class Planner:
         packet-in.  Everything is checked first: :class:`RoutingError` and
         nothing changes.
         """
-        cookies.tag_cookie(job_id)  # range check
-        job = TaggedJob(
-            job_id, slot, self._rank_hosts(job_id, world_size, rank_hosts), tuple(collectives)
-        )
-        if job_id in self.tagged:
-            raise RoutingError(f"tagged job {job_id} is already registered; unregister it first")
-        holder = next((s.job.job_id for s in self.tagged.values() if s.job.slot == slot), None)
-        if holder is not None:
-            raise RoutingError(f"job {job_id}: job slot {slot} is held by job {holder}")
-        flows: dict[Flow, Collective | None] = dict(collective_flows(job))
-        wanted = bool(collectives) if catch_all is None else catch_all
-        self.tagged[job_id] = TagJobState(job, flows, wanted)
-        self._log_once.forget(slot)
-        self._tags_version += 1
+        layout.tag_cookie(job_id)  # range check
+        hosts = tagroutes.rank_hosts(job_id, world_size, rank_hosts, set(self._hosts_by_name()))
+        self.tags.register(job_id, slot, hosts, collectives, catch_all)
         return self.sync()
-
-    def _rank_hosts(
-        self, job_id: int, world_size: int, rank_hosts: Mapping[int, str] | Sequence[str]
-    ) -> tuple[str, ...]:
-        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-            raise RoutingError(f"job {job_id}: world size {world_size!r} must be >= 1")
-        by_rank = (
-            dict(rank_hosts) if isinstance(rank_hosts, Mapping) else dict(enumerate(rank_hosts))
-        )
-        if set(by_rank) != set(range(world_size)):
-            raise RoutingError(
-                f"job {job_id}: ranks {sorted(by_rank)} are not exactly 0..{world_size - 1}"
-            )
-        known = self._hosts_by_name()
-        unknown = sorted({h for h in by_rank.values() if h not in known})
-        if unknown:
-            raise RoutingError(f"job {job_id}: unknown host(s) {unknown}")
-        return tuple(by_rank[r] for r in range(world_size))
 
     def announce_collectives(self, job_id: int, collectives: Sequence[Collective]) -> list[Message]:
         """Add collectives to registered job ``job_id`` (push mode): rules for their
         messages are added, nothing of the job is removed first.  Everything is
         checked before anything changes (:class:`RoutingError`)."""
-        state = self.tagged.get(job_id)
-        if state is None:
-            raise RoutingError(f"tagged job {job_id} is not registered")
-        new = tuple(c for c in collectives if c not in state.job.collectives)
-        if not new:
-            return []
-        job = replace(state.job, collectives=state.job.collectives + new)
-        for flow, coll in collective_flows(job).items():
-            state.flows.setdefault(flow, coll)
-        state.job = job
-        state.catch_all = True
-        self._tags_version += 1
-        return self.sync()
+        return self.sync() if self.tags.announce(job_id, collectives) else []
 
     def unregister_tagged_job(self, job_id: int) -> list[Message]:
         """Delete exactly job ``job_id``'s tag rules (one delete by cookie per switch)."""
-        if job_id not in self.tagged:
-            raise RoutingError(f"tagged job {job_id} is not registered")
-        self._log_once.forget(self.tagged.pop(job_id).job.slot)
-        self._tags_version += 1
-        return self._finish(self._delete_cookie(cookies.tag_cookie(job_id)) + self._diff())
+        self.tags.unregister(job_id)
+        return self._finish(self._delete_cookie(layout.tag_cookie(job_id)) + self._diff())
 
     def tag_regime(self, job_id: int) -> Regime:
         """How job ``job_id``'s tags are carried now: ``exact`` rules, ``masked``
@@ -474,7 +342,7 @@ class Planner:
         if job_id not in self.tagged:
             raise RoutingError(f"tagged job {job_id} is not registered")
         self._desired_all()
-        return self._regimes.get(job_id, "none")
+        return self.tags.regimes.get(job_id, "none")
 
     def network(self) -> Network | None:
         """What primitive modules route on now (``None`` until the topology is routable)."""
@@ -497,12 +365,11 @@ class Planner:
             entry = hosts.get(name)
             return (entry.mac, entry.ip) if entry is not None else None
 
-        slots = {s.job.slot: s.job for s in self.tagged.values()}
-        verdict = inbound.inspect(pkt.eth_dst, pkt.eth_src, ip_dst, slots, lookup)
+        verdict = inbound.inspect(pkt.eth_dst, pkt.eth_src, ip_dst, self.tags.slots(), lookup)
         out: list[Message] = []
         if verdict.job is not None and verdict.flow is not None:
             out = self._learn_flow(verdict.job, verdict.flow)
-            if self._regimes.get(verdict.job.job_id) == "none":
+            if self.tags.regimes.get(verdict.job.job_id) == "none":
                 verdict = inbound.Verdict(verdict.job, None, "over budget", verdict.slot)
         sent = self._send_on(dpid, pkt, data) if verdict.reason is None else None
         if sent is None:
@@ -510,14 +377,11 @@ class Planner:
         return out + ([sent] if sent is not None else [])
 
     def _learn_flow(self, job: TaggedJob, flow: Flow) -> list[Message]:
-        state = self.tagged[job.job_id]
-        if flow in state.flows:
+        if flow in self.tags.tagged[job.job_id].flows:
             return []
         desired = self._desired_all()  # up to date before the flow is added
-        state.flows[flow] = next(
-            (c for c in job.collectives if c.primitive == flow[0] and _in_comm(c, job, flow)), None
-        )
-        self._tags_version += 1
+        state = self.tags.learn(job, flow)
+        assert state is not None
         added = self._extend_desired(state, desired)
         return self._finish(added if added is not None else self._diff())
 
@@ -527,39 +391,30 @@ class Planner:
         """The fast path of a reactive flow: its rules only, without recomputing or
         diffing every switch, when that gives the same result as :meth:`_diff`.
 
-        It does when the switches hold exactly the desired state, the job has its
-        exact rules on the same network, and the new rules fit the budget with
-        every job's rules (so no job's regime changes).  ``None`` otherwise.
+        It does when the switches hold exactly the desired state and the tag part can
+        add the flow's rules without changing any job's regime
+        (:meth:`TagRoutes.extension`).  ``None`` otherwise.
         """
-        net = self._routes.net if self._routes is not None else None
+        defaults = self.defaults.current
         synced = self._desired is not None and self._synced == self._desired[0] and not self._wipe
-        if not synced or net is None or state.net is not net:
+        if not synced or defaults is None:
             return None
-        if self._regimes.get(state.job.job_id) != "exact":
-            return None
-        before = len(state.exact)
-        new = self.tag_planner.exact_rules(state, net)[before:]
-        need = Counter(r.dpid for r in new)
-        budget = self.config.tag_budget
-        if any(d not in desired for d in need):
-            return None
-        if budget is not None and any(self._tag_usage[d] + n > budget for d, n in need.items()):
+        new = self.tags.extension(state, defaults.net, desired)
+        if new is None:
             return None
         for rule in new:
             desired[rule.dpid].append(rule)
             self._installed[rule.dpid][rule.key] = rule
-        self._tag_usage.update(need)
         self._desired = (self._version(), desired)
         self._synced = self._desired[0]
-        ordered = sorted(new, key=_order)
-        return [*ordered]
+        return [*sorted(new, key=_order)]
 
     def _fall_back(
         self, dpid: int, pkt: Packet, data: bytes, ip_dst: str | None, verdict: inbound.Verdict
     ) -> PacketOut | None:
         """Deliver on the default route of the host owning ``ip_dst`` (real MAC restored)."""
         reason = verdict.reason or "no tag rule"
-        self._log_once(
+        self.tags.log_once(
             reason,
             verdict.slot,
             "tagged packet %s -> %s (IPv4 %s): %s (%s); delivered on default routes",
@@ -571,7 +426,7 @@ class Planner:
         )
         host = self.inventory.host_by_ip(ip_dst) if ip_dst is not None else None
         if host is None:
-            self._log_once(
+            self.tags.log_once(
                 "unknown destination",
                 verdict.slot,
                 "IPv4 %s of %s: no such host; dropped",
@@ -616,29 +471,9 @@ class Planner:
         cached = self._default_state()
         return (cached.routes, cached.router) if cached is not None else ((), "")
 
-    def _default_state(self) -> _DefaultRoutes | None:
+    def _default_state(self) -> DefaultState | None:
         """Routes and rules for the live topology, recomputed only when it changed."""
-        topo = self.live_topology()
-        if topo is None:
-            return None
-        if self._routes is None or self._routes.topology != topo:
-            routes, used = self._route_all(topo)
-            rules = tuple(default_rules(routes, self.config.encoding))
-            net = Network(topo, {r.key: r for r in routes})
-            self._routes = _DefaultRoutes(topo, routes, used, rules, net)
-        return self._routes
-
-    def _route_all(self, topo: Topology) -> tuple[tuple[Route, ...], str]:
-        fabric = Fabric(topo)
-        demands = Demands.all_pairs(fabric)
-        for name in dict.fromkeys((self.config.router, self.config.fallback_router)):
-            try:
-                routing = route(name, fabric, demands, seed=self.config.seed)
-            except RoutingError as exc:
-                log.info("router %s cannot route %s: %s", name, topo.name, exc)
-                continue
-            return tuple(routes_from_routing(fabric, routing)), name
-        return (), ""
+        return self.defaults.state(self.live_topology())
 
     def _desired_all(self) -> dict[int, list[FlowRule]]:
         """Desired rules by switch, recomputed only when the state changed."""
@@ -648,32 +483,21 @@ class Planner:
         return self._desired[1]
 
     def _version(self) -> tuple[int, int, int]:
-        return (self.inventory.version, self._jobs_version, self._tags_version)
+        return (self.inventory.version, self.job_routes.version, self.tags.version)
 
     def _compute_desired(self) -> dict[int, list[FlowRule]]:
-        rules = [r for d in sorted(self.inventory.switches_up) for r in _base_rules(d)]
-        rules += self._delivery_rules()
+        """Every part's rules, by connected switch."""
         state = self._default_state()
+        rules = [r for d in sorted(self.inventory.switches_up) for r in base_rules(d)]
+        rules += delivery_rules(self.inventory)
         rules += state.rules if state is not None else ()
-        for job_id, routes in sorted(self.jobs.items()):
-            alive = [r for r in routes if route_problem(self.inventory, r) is None]
-            rules += job_rules(job_id, alive)
-        plan = self.tag_planner.plan(self.tagged.values(), state.net if state else None)
-        self._regimes = plan.regimes
-        self._tag_usage = Counter(r.dpid for r in plan.rules)
-        rules += plan.rules
+        rules += self.job_routes.rules(self.inventory)
+        rules += self.tags.rules(state.net if state else None)
         out: dict[int, list[FlowRule]] = {d: [] for d in self.inventory.switches_up}
         for rule in rules:
             if rule.dpid in out:
                 out[rule.dpid].append(rule)
         return out
-
-    def _delivery_rules(self) -> list[FlowRule]:
-        ck = cookies.cookie("host")
-        return [
-            FlowRule(h.dpid, 0, PRIORITY_DELIVER, Match(eth_dst=h.mac), (Output(h.port),), ck)
-            for h in sorted(self.inventory.live_hosts(), key=lambda h: (h.dpid, h.port, h.mac))
-        ]
 
     def sync(self) -> list[Message]:
         """Everything needed to bring every connected switch to its desired rules:
@@ -682,8 +506,8 @@ class Planner:
             FlowRule(
                 dpid,
                 OFPTT_ALL,
-                cookie=cookies.ours_cookie(),
-                cookie_mask=cookies.OURS_MASK,
+                cookie=layout.ours_cookie(),
+                cookie_mask=layout.OURS_MASK,
                 command="delete",
             )
             for dpid in sorted(self._wipe)
@@ -711,31 +535,6 @@ class Planner:
         return batched(messages, self.config.batch_size)
 
 
-def _base_rules(dpid: int) -> list[FlowRule]:
-    """Control-plane rules every switch gets: broadcast ARP and LLDP up, group addresses
-    dropped, unrouted IPv4 frames with the tag prefix up whole, any other miss up
-    (headers).  Unicast ARP (a host revalidating a neighbour) follows the routes like
-    any frame to that MAC, so hosts keep their neighbours while the controller is
-    restarting."""
-    ck = cookies.cookie("base")
-    up = (ToController(),)
-    group = Match(eth_dst=GROUP_BIT_MAC, eth_dst_mask=GROUP_BIT_MAC)
-    local = Match(eth_dst=TAG_PREFIX_MAC, eth_dst_mask=TAG_PREFIX_MASK, eth_type=ETH_TYPE_IPV4)
-    arp_broadcast = Match(eth_dst=BROADCAST_MAC, eth_type=ETH_TYPE_ARP)
-    return [
-        FlowRule(dpid, 0, PRIORITY_CONTROL, arp_broadcast, up, ck),
-        FlowRule(dpid, 0, PRIORITY_CONTROL, Match(eth_type=ETH_TYPE_LLDP), up, ck),
-        FlowRule(dpid, 0, PRIORITY_GROUP_DROP, group, (), ck),
-        FlowRule(dpid, 0, PRIORITY_TAG_MISS, local, (ToController(),), ck),
-        FlowRule(dpid, 0, PRIORITY_MISS, Match(), (ToController(MISS_MAX_LEN),), ck),
-    ]
-
-
-def _in_comm(coll: Collective, job: TaggedJob, flow: Flow) -> bool:
-    comm = coll.members(job.world_size)
-    return flow[1] in comm and flow[2] in comm
-
-
 def _delete_strict(rule: FlowRule) -> FlowRule:
     return FlowRule(
         rule.dpid,
@@ -743,7 +542,7 @@ def _delete_strict(rule: FlowRule) -> FlowRule:
         rule.priority,
         rule.match,
         cookie=rule.cookie,
-        cookie_mask=cookies.FULL_MASK,
+        cookie_mask=layout.FULL_MASK,
         command="delete_strict",
     )
 

@@ -33,7 +33,7 @@ from typing import Literal
 
 import numpy as np
 
-from sdnmpi.controller import cookies
+from sdnmpi.controller import layout
 from sdnmpi.controller.flows import FlowRule, Match, Output
 from sdnmpi.controller.inventory import Inventory
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
@@ -41,9 +41,6 @@ from sdnmpi.core.topology import Arc, Topology
 from sdnmpi.errors import RoutingError
 
 #: Priorities of the rule kinds, lowest first (see :mod:`sdnmpi.controller.planner`).
-PRIORITY_DEFAULT_DST = 100
-PRIORITY_DEFAULT_PAIR = 110
-PRIORITY_JOB = 300
 
 Encoding = Literal["auto", "pair"]
 PairKey = tuple[str, str]  # (src MAC, dst MAC)
@@ -212,17 +209,19 @@ def default_rules(routes: Iterable[Route], encoding: Encoding = "auto") -> list[
     for route in routes:
         for hop in route.hops[:-1]:
             by_dst.setdefault((hop.dpid, route.dst_mac), []).append((route.src_mac, hop.out_port))
-    ck = cookies.cookie("default")
+    ck = layout.cookie("default")
     out: list[FlowRule] = []
     for (dpid, dst), uses in sorted(by_dst.items()):
         main = _main_port(uses) if encoding == "auto" else None
         if main is not None:
             match = Match(eth_dst=dst)
-            out.append(FlowRule(dpid, 0, PRIORITY_DEFAULT_DST, match, (Output(main),), ck))
+            out.append(FlowRule(dpid, 0, layout.PRIORITY_DEFAULT_DST, match, (Output(main),), ck))
         for src, port in sorted(uses):
             if port != main:
                 match = Match(eth_src=src, eth_dst=dst)
-                out.append(FlowRule(dpid, 0, PRIORITY_DEFAULT_PAIR, match, (Output(port),), ck))
+                out.append(
+                    FlowRule(dpid, 0, layout.PRIORITY_DEFAULT_PAIR, match, (Output(port),), ck)
+                )
     return out
 
 
@@ -234,12 +233,12 @@ def _main_port(uses: list[tuple[str, int]]) -> int:
 
 def job_rules(job_id: int, routes: Iterable[Route]) -> list[FlowRule]:
     """One (eth_src, eth_dst) rule per switch of each route but the last, job cookie."""
-    ck = cookies.job_cookie(job_id)
+    ck = layout.job_cookie(job_id)
     out = []
     for route in routes:
         match = Match(eth_src=route.src_mac, eth_dst=route.dst_mac)
         out += [
-            FlowRule(hop.dpid, 0, PRIORITY_JOB, match, (Output(hop.out_port),), ck)
+            FlowRule(hop.dpid, 0, layout.PRIORITY_JOB, match, (Output(hop.out_port),), ck)
             for hop in route.hops[:-1]
         ]
     return out

@@ -29,8 +29,6 @@ from sdnmpi.controller.primitives.pattern import PatternModule
 from sdnmpi.controller.primitives.pinned import PinnedModule
 from sdnmpi.controller.primitives.registry import Registry, module_by_name
 from sdnmpi.controller.primitives.tagged import (
-    PRIORITY_TAG,
-    PRIORITY_TAG_DST,
     SLOT_DST_MASK,
     dst_match,
     tag_mac,
@@ -39,8 +37,6 @@ from sdnmpi.controller.primitives.tagged import (
 __all__ = [
     "COLLECTIVE_PRIMITIVES",
     "DEFAULT",
-    "PRIORITY_TAG",
-    "PRIORITY_TAG_DST",
     "SLOT_DST_MASK",
     "Collective",
     "DefaultModule",

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sdnmpi.controller import cookies
+from sdnmpi.controller import layout
 from sdnmpi.controller.flows import FlowRule, Match, Output, SetField
 from sdnmpi.controller.primitives.base import (
     Collective,
@@ -55,10 +55,6 @@ from sdnmpi.wire.tag import (
 
 log = logging.getLogger(__name__)
 
-#: Exact tag rules sit between job routes (300) and default pair rules (110).
-PRIORITY_TAG = 200
-#: Per-(job slot, destination rank) masked rules, under the exact ones.
-PRIORITY_TAG_DST = 190
 #: Bits of a tag MAC kept by the per-destination rules: octet 0, job slot, destination rank.
 SLOT_DST_MASK = (
     (0xFF << 40)
@@ -226,7 +222,7 @@ class TagPlanner:
         if route is None:
             return ()
         match = Match(eth_dst=tag_mac(job.slot, flow))
-        return tuple(path_rules(cookies.tag_cookie(job.job_id), PRIORITY_TAG, match, route))
+        return tuple(path_rules(layout.tag_cookie(job.job_id), layout.PRIORITY_TAG, match, route))
 
     def flow_route(self, ctx: TagContext, net: Network) -> Route | None:
         """The module's route for ``ctx``, else the default route (``None`` if neither)."""
@@ -263,7 +259,7 @@ class TagPlanner:
 
     def _masked(self, job: TaggedJob, net: Network) -> list[FlowRule]:
         hosts = [h for h in dict.fromkeys(job.rank_hosts) if net.has_host(h)]
-        ck = cookies.tag_cookie(job.job_id)
+        ck = layout.tag_cookie(job.job_id)
         out: list[FlowRule] = []
         for rank, dst in enumerate(job.rank_hosts):
             if not net.has_host(dst):
@@ -275,7 +271,7 @@ class TagPlanner:
                 r
                 for rt in routes
                 if rt is not None
-                for r in path_rules(ck, PRIORITY_TAG_DST, match, rt)
+                for r in path_rules(ck, layout.PRIORITY_TAG_DST, match, rt)
             ]
             out += _unique(rules)
         return out
