@@ -199,7 +199,7 @@ def test_set_job_pattern_reinstalls(service: ManagerService, controller):
     run_job(service, 7, ["h1", "h2", "h5", "h6"])
     flipped = pairs_pattern(4)
     other = PatternUpload("r.json", pattern_bytes(_reverse(flipped)))
-    service.put_pattern(ALICE, PutPattern("rev", other))
+    service.patterns.put(ALICE, PutPattern("rev", other))
     job = service.set_job_pattern(ALICE, 7, "rev")
     assert job.state is JobState.ROUTED and job.pattern_name == "rev"
     assert {(r.src, r.dst) for r in job.routes} == {("h2", "h1"), ("h6", "h5")}
@@ -373,24 +373,24 @@ def test_a_scheduler_job_takes_host_pairs_a_user_job_holds(service: ManagerServi
 
 def test_patterns_anyone_reads_owner_or_scheduler_replaces(service: ManagerService):
     upload = PatternUpload("p.json", pattern_bytes())
-    info = service.put_pattern(ALICE, PutPattern("cg", upload, "mine"))
+    info = service.patterns.put(ALICE, PutPattern("cg", upload, "mine"))
     assert info.owner_uid == ALICE.uid and info.nranks == 2
-    assert service.get_pattern(BOB, "cg").sha256 == info.sha256
-    assert service.put_pattern(BOB, PutPattern("cg", upload, "mine")) == info  # no change
+    assert service.patterns.get(BOB, "cg").sha256 == info.sha256
+    assert service.patterns.put(BOB, PutPattern("cg", upload, "mine")) == info  # no change
     other = PatternUpload("q.json", pattern_bytes(pairs_pattern(4)))
     with pytest.raises(ManagerError) as exc:
-        service.put_pattern(ALICE, PutPattern("cg", other))
+        service.patterns.put(ALICE, PutPattern("cg", other))
     assert kind(exc) is Kind.ALREADY_EXISTS
     with pytest.raises(ManagerError) as exc:
-        service.put_pattern(BOB, PutPattern("cg", other, replace=True))
+        service.patterns.put(BOB, PutPattern("cg", other, replace=True))
     assert kind(exc) is Kind.PERMISSION_DENIED
     with pytest.raises(ManagerError) as exc:
-        service.delete_pattern(BOB, "cg")
+        service.patterns.delete(BOB, "cg")
     assert kind(exc) is Kind.PERMISSION_DENIED
-    replaced = service.put_pattern(SCHED, PutPattern("cg", other, replace=True))
+    replaced = service.patterns.put(SCHED, PutPattern("cg", other, replace=True))
     assert replaced.owner_uid == ALICE.uid and replaced.nranks == 4
-    assert service.delete_pattern(ALICE, "cg").name == "cg"
-    assert service.list_patterns(BOB) == []
+    assert service.patterns.delete(ALICE, "cg").name == "cg"
+    assert service.patterns.list(BOB) == []
 
 
 # -- bad input (issue 6) --------------------------------------------------------------
@@ -561,9 +561,9 @@ def test_jobs_routed_one_by_one_can_collide_in_some_arrival_orders():
 
 def test_jobs_above_the_pair_bound_are_never_re_planned(monkeypatch):
     """Re-planning a big job costs minutes: above the bound, arrival order decides."""
-    from sdnmpi.manager import service as svc_module
+    from sdnmpi.manager import rebalance
 
-    monkeypatch.setattr(svc_module, "REBALANCE_MAX_PAIRS", 0)
+    monkeypatch.setattr(rebalance, "MAX_PAIRS", 0)
     orders = itertools.permutations(FOUR_JOBS)
     assert any(_shared_links(_arrive(order, rebalance=8)[1]) for order in orders)
 
@@ -700,16 +700,17 @@ def test_an_uploaded_file_beyond_the_cell_budget_is_refused(service: ManagerServ
     cells = [(s, d, 1) for s in range(n) for d in range(n) if s != d]
     big = pattern_bytes(Pattern("dense", n, (Phase.from_cells("all", cells),)))
     with pytest.raises(ManagerError) as exc:
-        service.put_pattern(ALICE, PutPattern("dense", PatternUpload("d.json", big)))
+        service.patterns.put(ALICE, PutPattern("dense", PatternUpload("d.json", big)))
     assert kind(exc) is Kind.RESOURCE_EXHAUSTED and str(MAX_PATTERN_CELLS) in str(exc.value)
     assert service.store.get_pattern("dense") is None
 
 
 def test_per_user_quotas_name_their_limit(service: ManagerService, monkeypatch):
+    import sdnmpi.manager.patterns as patterns_mod
     import sdnmpi.manager.service as svc_mod
 
     monkeypatch.setattr(svc_mod, "MAX_JOBS_PER_UID", 2)
-    monkeypatch.setattr(svc_mod, "MAX_PATTERNS_PER_UID", 2)
+    monkeypatch.setattr(patterns_mod, "MAX_PATTERNS_PER_UID", 2)
     for i in range(2):
         service.create_job(BOB, CreateJob(UJ + i, "j", BOB.uid, 2))
     with pytest.raises(ManagerError) as exc:
@@ -722,16 +723,16 @@ def test_per_user_quotas_name_their_limit(service: ManagerService, monkeypatch):
     assert service.create_job(SCHED, CreateJob(7, "s", BOB.uid, 2)).uid == BOB.uid  # scheduler
     upload = PatternUpload("p.json", pattern_bytes())
     for name in ("a", "b"):
-        service.put_pattern(BOB, PutPattern(name, upload))
-    assert service.put_pattern(BOB, PutPattern("a", PatternUpload(
+        service.patterns.put(BOB, PutPattern(name, upload))
+    assert service.patterns.put(BOB, PutPattern("a", PatternUpload(
         "q.json", pattern_bytes(pairs_pattern(4))), replace=True)).nranks == 4  # fmt: skip
     with pytest.raises(ManagerError) as exc:
-        service.put_pattern(BOB, PutPattern("c", upload))
+        service.patterns.put(BOB, PutPattern("c", upload))
     assert kind(exc) is Kind.RESOURCE_EXHAUSTED and "2 stored patterns" in str(exc.value)
-    assert service.put_pattern(ALICE, PutPattern("c", upload)).owner_uid == ALICE.uid
-    monkeypatch.setattr(svc_mod, "MAX_PATTERN_BYTES_PER_UID", 10)
+    assert service.patterns.put(ALICE, PutPattern("c", upload)).owner_uid == ALICE.uid
+    monkeypatch.setattr(patterns_mod, "MAX_PATTERN_BYTES_PER_UID", 10)
     with pytest.raises(ManagerError) as exc:
-        service.put_pattern(ALICE, PutPattern("d", upload))
+        service.patterns.put(ALICE, PutPattern("d", upload))
     assert kind(exc) is Kind.RESOURCE_EXHAUSTED and "limit per user is 10" in str(exc.value)
 
 
@@ -830,7 +831,7 @@ def test_a_job_repatterned_while_it_is_routed_is_routed_on_its_new_pattern(
     """SetJobPattern meanwhile: the routes computed for the old pattern are dropped and
     the job is routed again, on the new one, by the call that was routing it."""
     router = HeldRouter(monkeypatch)
-    service.put_pattern(
+    service.patterns.put(
         ALICE, PutPattern("other", PatternUpload("o.json", pattern_bytes(pairs_pattern(2, 5))))
     )
     out = _routing_in_a_thread(service, locked)

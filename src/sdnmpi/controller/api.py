@@ -96,13 +96,17 @@ class ApiHandler:
         self.planner = planner
         #: Node agents' reports: job slots, placements, tagged jobs.
         self.tags = TagService(planner)
-        #: The jobs' routes by node names, as accepted (what the job store holds).
-        self.job_pairs: dict[int, JobPairs] = {}
         #: Measurement jobs' routes.
         self.measuring: dict[int, list[Route]] = {}
         #: Set by the shim once the fabric is discovered and first synced: requests
         #: that change rules are refused until then.
         self.synced = False
+
+    @property
+    def job_pairs(self) -> dict[int, JobPairs]:
+        """The jobs' routes by node names, as accepted (what the job store holds): the
+        planner's record (:attr:`~sdnmpi.controller.jobroutes.JobRoutes.names`)."""
+        return self.planner.job_routes.names
 
     # --- requests ---
     def handle(self, line: bytes) -> Answer:
@@ -132,10 +136,8 @@ class ApiHandler:
             self._need_sync()
             if op == "install_job":  # a job that has routes gets the new ones
                 msgs = self.planner.replace_job(job_id, pairs)
-                self.job_pairs[job_id] = pairs
             else:
                 msgs = self.planner.remove_job(job_id)
-                self.job_pairs.pop(job_id, None)
         except SdnMpiError as exc:
             return refused(str(exc))
         reply = {
@@ -224,7 +226,6 @@ class ApiHandler:
             except SdnMpiError as exc:
                 log.warning("stored job %d not restored: %s", job_id, exc)
                 continue
-            self.job_pairs[job_id] = dict(pairs)
             log.info("job %d restored: %d pairs", job_id, len(pairs))
         try:
             out += self.tags.restore(stored.tagged)

@@ -30,16 +30,29 @@ JobRouteSpec = Mapping[tuple[str, str], Sequence[str]] | Sequence[Route]
 
 
 class JobRoutes:
-    """Every job's routes; :attr:`version` changes with them."""
+    """Every job's routes; :attr:`version` changes with them.
+
+    :attr:`names` is the place of record of the routes given by node names (the
+    manager's, what the controller's job store keeps and its ``jobs`` query answers);
+    :attr:`jobs` holds every job's routes as hops, those derived from the names
+    included.
+    """
 
     def __init__(self) -> None:
         self.jobs: dict[int, tuple[Route, ...]] = {}
+        self.names: dict[int, dict[tuple[str, str], list[str]]] = {}
         self.version = 0
 
-    def replace(self, job_id: int, routes: Sequence[Route], inventory: Inventory) -> None:
-        """Give job ``job_id`` these routes (its old ones, if any, go); checked first
-        against the fabric as ``inventory`` knows it: :class:`RoutingError` and nothing
-        changes."""
+    def replace(
+        self,
+        job_id: int,
+        routes: Sequence[Route],
+        inventory: Inventory,
+        names: Mapping[tuple[str, str], Sequence[str]] | None = None,
+    ) -> None:
+        """Give job ``job_id`` these routes (its old ones, if any, go), derived from
+        ``names`` if it was given by node names; checked first against the fabric as
+        ``inventory`` knows it: :class:`RoutingError` and nothing changes."""
         layout.job_cookie(job_id)  # range check
         old = self.jobs.pop(job_id, None)
         try:
@@ -49,6 +62,9 @@ class JobRoutes:
                 self.jobs[job_id] = old
             raise
         self.jobs[job_id] = tuple(routes)
+        self.names.pop(job_id, None)
+        if names is not None:
+            self.names[job_id] = {pair: list(path) for pair, path in names.items()}
         self.version += 1
 
     def remove(self, job_id: int) -> None:
@@ -56,6 +72,7 @@ class JobRoutes:
         if job_id not in self.jobs:
             raise RoutingError(f"job {job_id} has no routes installed")
         del self.jobs[job_id]
+        self.names.pop(job_id, None)
         self.version += 1
 
     def rules(self, inventory: Inventory) -> list[FlowRule]:

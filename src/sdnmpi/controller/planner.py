@@ -280,7 +280,8 @@ class Planner:
         (checked first: on error its old routes stay; then the difference is sent)."""
         layout.job_cookie(job_id)  # range check
         parsed = parse_routes(routes, self.live_topology(), fabric, demands)
-        self.job_routes.replace(job_id, parsed, self.inventory)
+        names = routes if isinstance(routes, Mapping) else None
+        self.job_routes.replace(job_id, parsed, self.inventory, names)
         return self.sync()
 
     def remove_job(self, job_id: int) -> list[Message]:

@@ -245,25 +245,25 @@ class Servicer(pb_grpc.ManagerServicer):
             latency_s=request.annotation.latency_s,
             replace=request.replace,
         )
-        return self._run(context, lambda c: pattern_info_pb(self.service.put_pattern(c, req)))
+        return self._run(context, lambda c: pattern_info_pb(self.service.patterns.put(c, req)))
 
     def GetPattern(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def call(c: Caller) -> Any:
-            stored = self.service.get_pattern(c, request.name)
+            stored = self.service.patterns.get(c, request.name)
             return pb.StoredPattern(info=pattern_info_pb(stored), json=stored.json)
 
         return self._run(context, call)
 
     def ListPatterns(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def call(c: Caller) -> Any:
-            found = self.service.list_patterns(c)
+            found = self.service.patterns.list(c)
             return pb.ListPatternsResponse(patterns=[pattern_info_pb(p) for p in found])
 
         return self._run(context, call)
 
     def DeletePattern(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         return self._run(
-            context, lambda c: pattern_info_pb(self.service.delete_pattern(c, request.name))
+            context, lambda c: pattern_info_pb(self.service.patterns.delete(c, request.name))
         )
 
 

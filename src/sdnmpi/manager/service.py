@@ -47,11 +47,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sdnmpi.core.pattern import Pattern
-from sdnmpi.core.routing import Fabric
-from sdnmpi.core.routing.model import FloatArray
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import SdnMpiError
-from sdnmpi.manager import patternfile, planning
+from sdnmpi.manager import patternfile, planning, rebalance
 from sdnmpi.manager.model import (
     MAX_JOB_ID,
     MAX_OFFERS_PER_UID,
@@ -67,16 +65,15 @@ from sdnmpi.manager.model import (
     Offer,
     Process,
     RoutePair,
-    StoredPattern,
     denied,
     invalid,
     is_scheduler_job,
     not_found,
     precondition,
 )
+from sdnmpi.manager.patterns import PatternService
 from sdnmpi.manager.requests import (
     CreateJob,
-    PutPattern,
     check_job_id,
     check_pattern_name,
     check_text,
@@ -85,23 +82,17 @@ from sdnmpi.manager.store import Store
 
 log = logging.getLogger(__name__)
 
-#: Running jobs a new job's routing may re-plan (those sharing most links with it).
-REBALANCE_JOBS = 8
-#: Jobs with more host pairs than this are never re-planned for another job.  With
-#: 4096, 256-rank CG and stencil jobs on fat_tree(16) were, and one arrival held the
-#: manager's lock for 360 s (benchmarks/bench_manager.py --large); 32-rank jobs have
-#: up to 992 pairs and re-plan in about a second on fat_tree(8).
-REBALANCE_MAX_PAIRS = 1024
+#: Running jobs a new job's routing may re-plan (:mod:`sdnmpi.manager.rebalance`).
+REBALANCE_JOBS = rebalance.JOBS
 #: Times a job changed while its routes were computed (re-patterned) is routed again
 #: with the lock released; then once more holding it.
 REPLANS = 2
 #: Pattern bytes (canonical JSON) one user's pending offers may hold in the store.
 MAX_OFFER_BYTES_PER_UID = 256 * 1024 * 1024
-#: Per user (the scheduler has no quota): unfinished jobs of its own, and stored
-#: patterns with their bytes.  A finished job keeps its row, not its pattern.
+#: Unfinished jobs of one user's own (the scheduler has no quota; stored patterns'
+#: quotas: :mod:`sdnmpi.manager.patterns`).  A finished job keeps its row, not its
+#: pattern.
 MAX_JOBS_PER_UID = 256
-MAX_PATTERNS_PER_UID = 256
-MAX_PATTERN_BYTES_PER_UID = 1024 * 1024 * 1024
 
 #: (src host, dst host) -> node names of the path, as the controller's API takes them.
 Pairs = Mapping[tuple[str, str], Sequence[str]]
@@ -138,7 +129,8 @@ class Reconciled:
 
 
 class ManagerService:
-    """Jobs, processes, routes and stored patterns, over a store and a controller."""
+    """Jobs, processes and routes over a store and a controller, with the pattern
+    database beside them (:attr:`patterns`)."""
 
     def __init__(
         self,
@@ -158,6 +150,8 @@ class ManagerService:
         #: Uploaded files' bytes -> pattern: in this process by default; the server
         #: passes :func:`sdnmpi.manager.sandbox.decode` (a child with hard limits).
         self.decoder = decoder
+        #: The pattern database (put, get, list, delete).
+        self.patterns = PatternService(store, clock, decoder)
         #: A context in which the adapter's lock is released: a job's routes are
         #: computed in it (the server sets :func:`released` of its lock; nothing by
         #: default, for callers that hold no lock).
@@ -471,22 +465,27 @@ class ManagerService:
             self._planning.discard(job.job_id)
 
     def _route_now(self, job: Job, release: bool) -> Job | None:
-        """One attempt of :meth:`_route`; ``None`` if the job changed meanwhile."""
+        """One attempt of :meth:`_route`; ``None`` if the job changed meanwhile.
+
+        The routed jobs are read from the store once before planning (their load) and,
+        if the lock was released meanwhile, once after (their host pairs, and the
+        snapshot rebalancing works on)."""
         t0 = self.clock()
         moved: dict[int, tuple[RoutePair, ...]] = {}
         try:
-            self._evict_user_jobs(job)
+            routed = self._evict_user_jobs(job, self._routed(job.job_id))
             topo = self.controller.topology()
-            planned = self._plan(job, topo, release)
+            planned = self._plan(job, topo, release, [j.routes for j in routed.values()])
             if planned is None:
                 return None
             job, plan = planned
-            routes, shared = self._unshared(job, plan)
+            routed = self._routed(job.job_id) if release else routed
+            routes, shared = self._unshared(job, plan, routed)
             if not routes:
                 why = shared or "the pattern sends nothing between hosts"
                 job = self._default(job, why)
             else:
-                routes, moved = self._rebalanced(job, routes, topo)
+                routes, moved = rebalance.rebalanced(job, routes, routed, topo, self.rebalance)
                 result = self.controller.install(job.job_id, planning.pairs_of(routes))
                 install = dataclasses.replace(result, install_s=self.clock() - t0)
                 job = dataclasses.replace(
@@ -503,90 +502,33 @@ class ManagerService:
             self._move(job.job_id, moved)
         return job
 
-    def _evict_user_jobs(self, job: Job) -> None:
+    def _routed(self, but: int) -> dict[int, Job]:
+        """The routed jobs other than job ``but``, by id: one read of the store."""
+        return {
+            j.job_id: j
+            for j in self.store.list_jobs()
+            if j.state is JobState.ROUTED and j.job_id != but
+        }
+
+    def _evict_user_jobs(self, job: Job, routed: dict[int, Job]) -> dict[int, Job]:
         """A scheduler job's hosts are its own: user jobs routed between them go to
-        default routes (the scheduler's job wins the host pairs)."""
+        default routes (the scheduler's job wins the host pairs).  The routed jobs
+        that remain."""
         if not is_scheduler_job(job.job_id):
-            return
+            return routed
         hosts = {p.node for p in job.processes}
-        for other in self.store.list_jobs():
-            if other.state is not JobState.ROUTED or is_scheduler_job(other.job_id):
+        for other in list(routed.values()):
+            if is_scheduler_job(other.job_id):
                 continue
             if any(r.src in hosts and r.dst in hosts for r in other.routes):
+                del routed[other.job_id]
                 self.controller.remove(other.job_id)
                 detail = f"host pairs taken by scheduler job {job.job_id}: default routes"
                 self.store.save_job(dataclasses.replace(
                     other, state=JobState.DEFAULT, routes=(), install=Install(), detail=detail
                 ))  # fmt: skip
                 log.info("job %d: %s", other.job_id, detail)
-
-    def _rebalanced(
-        self, job: Job, routes: tuple[RoutePair, ...], topo: Topology
-    ) -> tuple[tuple[RoutePair, ...], dict[int, tuple[RoutePair, ...]]]:
-        """The new job's routes and the running jobs worth moving for it.
-
-        Up to :attr:`rebalance` running jobs that share links with the new one
-        (most shared bytes first) are re-planned against all the others; a new
-        plan is kept when the sum of :func:`planning.job_costs` drops.  A job keeps
-        the host pairs it holds (a pair is routed for one job, :meth:`_unshared`).
-        If any moved, the new job is planned once more against them.  Nothing is
-        re-planned when the new job and the running ones do not slow each other, nor
-        is a job of more than :data:`REBALANCE_MAX_PAIRS` host pairs."""
-        routed = {
-            j.job_id: j
-            for j in self.store.list_jobs()
-            if j.state is JobState.ROUTED and j.job_id != job.job_id and j.routes
-        }
-        if self.rebalance <= 0 or not routed:
-            return routes, {}
-        fab = Fabric(topo)
-        current = {j: r.routes for j, r in routed.items()} | {job.job_id: routes}
-        loads = {j: planning.arc_bytes(fab, rs) for j, rs in current.items()}
-
-        def total(some: Mapping[int, FloatArray]) -> float:
-            return sum(planning.job_costs(fab, some).values())
-
-        cost = total(loads)
-        apart = total({j: loads[j] for j in routed}) + total({job.job_id: loads[job.job_id]})
-        if cost <= apart * (1 + 1e-9):  # the new job slows no one, nor is slowed
-            return routes, {}
-        shared = {
-            j: planning.overlap(fab, loads[j], loads[job.job_id])
-            for j in routed
-            if len(current[j]) <= REBALANCE_MAX_PAIRS
-        }
-        overlapping = [j for j, b in shared.items() if b > 0]
-        candidates = sorted(overlapping, key=lambda j: -shared[j])[: self.rebalance]
-        moved: dict[int, tuple[RoutePair, ...]] = {}
-        for j in [*candidates, job.job_id]:
-            if j == job.job_id and (not moved or len(routes) > REBALANCE_MAX_PAIRS):
-                break
-            trial = self._replan(routed.get(j, job), current, topo)
-            if trial is None:
-                continue
-            trial_load = planning.arc_bytes(fab, trial)
-            trial_cost = total(loads | {j: trial_load})
-            if trial_cost < cost * (1 - 1e-9):
-                current[j], loads[j], cost = trial, trial_load, trial_cost
-                if j != job.job_id:
-                    moved[j] = trial
-        return current[job.job_id], moved
-
-    def _replan(
-        self, job: Job, current: dict[int, tuple[RoutePair, ...]], topo: Topology
-    ) -> tuple[RoutePair, ...] | None:
-        """``job`` planned against every other job in ``current``, on the same host
-        pairs as now (``None`` if that fails or the pairs differ)."""
-        pairs = {(r.src, r.dst) for r in current[job.job_id]}
-        others = [rs for k, rs in current.items() if k != job.job_id]
-        try:
-            pattern = patternfile.from_json(job.pattern_json, f"job {job.job_id} pattern")
-            plan = planning.plan(topo, pattern, job.processes, job.router, others)
-        except SdnMpiError as exc:
-            log.warning("job %d: re-planning failed: %s", job.job_id, exc)
-            return None
-        trial = tuple(r for r in plan if (r.src, r.dst) in pairs)
-        return trial if {(r.src, r.dst) for r in trial} == pairs else None
+        return routed
 
     def _move(self, new_job: int, moved: dict[int, tuple[RoutePair, ...]]) -> None:
         """Install the new routes of running jobs moved for ``new_job``.  The controller
@@ -603,19 +545,15 @@ class ManagerService:
             self.store.save_job(dataclasses.replace(job, routes=routes))
             log.info("job %d: %d host pair(s) moved for job %d", job_id, len(routes), new_job)
 
+    @staticmethod
     def _unshared(
-        self, job: Job, routes: tuple[RoutePair, ...]
+        job: Job, routes: tuple[RoutePair, ...], routed: Mapping[int, Job]
     ) -> tuple[tuple[RoutePair, ...], str]:
         """The routes whose host pair no other routed job holds, and a note on the others.
 
         The controller routes a host pair for one job at a time (jobs sharing nodes):
         such a pair keeps the other job's path, and this job gets the rest."""
-        holder = {
-            (r.src, r.dst): j.job_id
-            for j in self.store.list_jobs()
-            if j.state is JobState.ROUTED and j.job_id != job.job_id
-            for r in j.routes
-        }
+        holder = {(r.src, r.dst): j.job_id for j in routed.values() for r in j.routes}
         mine = tuple(r for r in routes if (r.src, r.dst) not in holder)
         taken = sorted({holder[(r.src, r.dst)] for r in routes if (r.src, r.dst) in holder})
         if not taken:
@@ -625,7 +563,7 @@ class ManagerService:
         return mine, f"{n} host pair(s) shared with job {jobs} keep that job's routes"
 
     def _plan(
-        self, job: Job, topo: Topology, release: bool
+        self, job: Job, topo: Topology, release: bool, others: list[tuple[RoutePair, ...]]
     ) -> tuple[Job, tuple[RoutePair, ...]] | None:
         """The job (read again) and its routes against the routed jobs' load; ``None``
         if, with ``release``, the job changed while the lock was released.
@@ -633,11 +571,6 @@ class ManagerService:
         The pattern is decoded and routed in :attr:`unlocked`; jobs routed meanwhile
         are not in ``others`` (their load is missed, never their host pairs:
         :meth:`_unshared` runs after, under the lock, and rebalancing sees all)."""
-        others = [
-            j.routes
-            for j in self.store.list_jobs()
-            if j.state is JobState.ROUTED and j.job_id != job.job_id
-        ]
 
         def compute() -> tuple[RoutePair, ...]:
             pattern = patternfile.from_json(job.pattern_json, f"job {job.job_id} pattern")
@@ -715,76 +648,6 @@ class ManagerService:
             self.store.save_job(self._default(job, f"reinstall after restart failed: {exc}"))
             return False
         return True
-
-    # -- patterns ---------------------------------------------------------------------
-    def put_pattern(self, caller: Caller, req: PutPattern) -> StoredPattern:
-        """Store a pattern; the same content again is a no-op, other content needs replace."""
-        req.check()
-        count, used = self.store.pattern_usage(caller.uid)
-        prior = self.store.get_pattern(req.name)
-        if prior is not None and prior.owner_uid == caller.uid:  # a replacement
-            count, used = count - 1, used - len(prior.json)
-        if not caller.is_scheduler and count >= MAX_PATTERNS_PER_UID:
-            raise ManagerError(
-                Kind.RESOURCE_EXHAUSTED,
-                f"uid {caller.uid} owns {count} stored patterns, the limit per user; "
-                "delete some first",
-            )
-        pattern = self.decoder(req.file.filename, req.file.data)
-        data = patternfile.canonical(pattern)
-        if not caller.is_scheduler and used + len(data) > MAX_PATTERN_BYTES_PER_UID:
-            raise ManagerError(
-                Kind.RESOURCE_EXHAUSTED,
-                f"uid {caller.uid}'s stored patterns would hold {used + len(data)} bytes, "
-                f"the limit per user is {MAX_PATTERN_BYTES_PER_UID}",
-            )
-        new = StoredPattern(
-            name=req.name,
-            owner_uid=caller.uid,
-            description=req.description,
-            bandwidth_bps=req.bandwidth_bps,
-            latency_s=req.latency_s,
-            json=data,
-            sha256=patternfile.sha256(data),
-            created_s=self.clock(),
-            nranks=pattern.nprocs,
-            phases=len(pattern.phases),
-            total_bytes=float(pattern.total_bytes),
-        )
-        if prior is not None:
-            if prior.same_content(new):
-                return prior
-            if not req.replace:
-                raise ManagerError(
-                    Kind.ALREADY_EXISTS,
-                    f"pattern {req.name!r} exists with other content (sha256 {prior.sha256[:12]}); "
-                    "use replace",
-                )
-            if not caller.may_act_for(prior.owner_uid):
-                raise denied(f"pattern {req.name!r} belongs to another user")
-            new = dataclasses.replace(new, owner_uid=prior.owner_uid)
-        self.store.put_pattern(new)
-        return new
-
-    def get_pattern(self, caller: Caller, name: str) -> StoredPattern:
-        """A stored pattern (anyone may read)."""
-        check_pattern_name(name)
-        stored = self.store.get_pattern(name)
-        if stored is None:
-            raise not_found(f"no stored pattern {name!r}")
-        return stored
-
-    def list_patterns(self, caller: Caller) -> list[StoredPattern]:
-        """Every stored pattern."""
-        return self.store.list_patterns()
-
-    def delete_pattern(self, caller: Caller, name: str) -> StoredPattern:
-        """Remove a stored pattern (its owner or the scheduler); running jobs keep their copy."""
-        stored = self.get_pattern(caller, name)
-        if not caller.may_act_for(stored.owner_uid):
-            raise denied(f"pattern {name!r} belongs to another user")
-        self.store.delete_pattern(name)
-        return stored
 
     # -- helpers ----------------------------------------------------------------------
     def _job(self, job_id: int, *, brief: bool = False) -> Job:
