@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from sdnmpi.emu import ecn
-from sdnmpi.emu.plan import shaping_argvs
 from sdnmpi.emu.queues import mark_threshold_bytes
+from sdnmpi.emu.shaping import shaping_argvs
 from sdnmpi.emu.tcpstats import namespace_counters
 from sdnmpi.errors import ConfigError
 from tests.bpf.conftest import need_root

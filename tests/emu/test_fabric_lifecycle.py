@@ -21,7 +21,8 @@ import pytest
 
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.emu import runner
-from sdnmpi.emu.plan import make_plan, netns_name
+from sdnmpi.emu.naming import netns_name
+from sdnmpi.emu.plan import make_plan
 from tests.emu.support import (
     Fabrics,
     assert_clean,

@@ -17,15 +17,8 @@ from sdnmpi.core.topology import Topology
 from sdnmpi.emu import mpi as emu_mpi
 from sdnmpi.emu import plan as plan_module
 from sdnmpi.emu import runner
-from sdnmpi.emu.plan import (
-    IFNAMSIZ,
-    OVS_WMEM_DEFAULT,
-    FabricPlan,
-    Resource,
-    fabric_network,
-    is_loop_free,
-    make_plan,
-)
+from sdnmpi.emu.naming import IFNAMSIZ, fabric_network, is_loop_free
+from sdnmpi.emu.plan import OVS_WMEM_DEFAULT, FabricPlan, Resource, make_plan
 from sdnmpi.emu.queues import FRAME_BYTES, switch_mark_bytes, tcp_rto_min_s
 from sdnmpi.emu.state import FabricState, load_state, save_state, state_from_dict
 from sdnmpi.errors import ConfigError, FormatError

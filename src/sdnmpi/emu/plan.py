@@ -9,15 +9,9 @@ something names the :class:`Resource` it creates, so the runner can record it
 *before* running the step and ``down`` can remove exactly what ``up`` made.
 Nothing here runs a command or touches the system.
 
-Naming (all deterministic, unique per fabric):
-
-* namespaces ``sdnmpi-<fabric>-<host>``; inside them the host's interfaces are
-  ``eth0``, ``eth1``, ... in port order;
-* names in the root namespace (bridges, switch-side veth ends) start with a
-  6-character fabric tag ``e`` + 5 hex digits of a hash of the fabric name:
-  bridge ``<tag>-<switch>`` (or ``<tag>-b<index>`` when too long), veth end
-  ``<tag>s<switch index>p<port>`` (or ``<tag>l<link index><a|b>``); all at most
-  15 characters (IFNAMSIZ).
+Names and addresses: :mod:`sdnmpi.emu.naming` (inside a host's namespace its
+interfaces are ``eth0``, ``eth1``, ... in port order); link shaping:
+:mod:`sdnmpi.emu.shaping`.
 
 Every bridge runs in fail-mode *secure*: with a controller (``--controller``) it
 forwards what the controller installs; without one it forwards nothing until
@@ -33,7 +27,6 @@ other interfaces come up unaddressed.  Members of an aggregated link
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -41,6 +34,18 @@ from pathlib import Path
 from typing import Literal
 
 from sdnmpi.core.topology import Topology
+from sdnmpi.emu.naming import (
+    IFNAMSIZ,
+    bridge_name,
+    check_fabric_name,
+    fabric_network,
+    fabric_tag,
+    host_addresses,
+    hosts_file,
+    is_loop_free,
+    netns_name,
+    switch_end_name,
+)
 from sdnmpi.emu.queues import (
     DEFAULT_QUEUES,
     QUEUE_MODES,
@@ -49,21 +54,17 @@ from sdnmpi.emu.queues import (
     switch_mark_bytes,
     tcp_rto_min_s,
 )
+from sdnmpi.emu.shaping import shaping_argvs, tcp_wmem_max
 from sdnmpi.errors import ConfigError, TopologyError
 
 #: Default scale of link capacities: 1 Gbit/s becomes 50 Mbit/s, far below the
 #: about 1 Gbit/s the userspace datapath moves in total, so the links bottleneck.
 DEFAULT_LINK_SCALE = 0.05
-IFNAMSIZ = 15
-NS_PREFIX = "sdnmpi"
 DEFAULT_STATE_ROOT = Path("/run/sdnmpi")
-DEFAULT_NETWORK = ipaddress.IPv4Network("10.0.0.0/8")
 OVS_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 #: The tap device of the userspace datapath; OVS names it itself, so only one
 #: netdev-datapath OVS instance can run per network namespace.
 NETDEV_DATAPATH = "ovs-netdev"
-
-_FABRIC_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,23}$")
 
 ResourceKind = Literal["dir", "daemon", "netns", "etc_netns", "link", "sysctl"]
 #: TCP congestion control of the emulated hosts: CUBIC, the Linux default that cluster
@@ -235,170 +236,6 @@ class FabricPlan:
         """``host``'s interfaces (in its namespace) and their shaped rates."""
         ends = ((e, ln.rate_bps) for ln in self.links for e in (ln.a, ln.b))
         return {e.dev: rate for e, rate in ends if e.netns == host.netns}
-
-
-def check_fabric_name(name: str) -> str:
-    """``name`` if it is a valid fabric name, else :class:`ConfigError`.
-
-    >>> check_fabric_name("demo-1")
-    'demo-1'
-    """
-    if not _FABRIC_NAME_RE.match(name):
-        raise ConfigError(
-            f"invalid fabric name {name!r}: use 1-24 characters a-z, 0-9, '-', '_', "
-            "starting with a letter or digit"
-        )
-    return name
-
-
-def fabric_tag(name: str) -> str:
-    """The 6-character prefix of this fabric's names in the root namespace.
-
-    >>> len(fabric_tag("default")), fabric_tag("default").startswith("e")
-    (6, True)
-    """
-    return "e" + hashlib.sha256(name.encode()).hexdigest()[:5]
-
-
-def netns_name(fabric: str, host: str) -> str:
-    """The namespace of an emulated host.
-
-    >>> netns_name("demo", "h1")
-    'sdnmpi-demo-h1'
-    """
-    return f"{NS_PREFIX}-{fabric}-{host}"
-
-
-def tc_rate(rate_bps: float) -> str:
-    """A rate as ``tc`` reads it, in whole bit/s.
-
-    >>> tc_rate(5e7)
-    '50000000bit'
-    """
-    return f"{max(1, round(rate_bps))}bit"
-
-
-def htb_burst_bytes(rate_bps: float) -> int:
-    """HTB burst: 0.1 ms at the rate, at least one full frame.
-
-    A real link never sends faster than its rate; a token bucket lets ``burst``
-    bytes through at once after an idle spell.  Ten frames (the former value)
-    made a 64 KiB message cross a 10 Mbit/s link in 43 ms, faster than the 54 ms
-    the link allows; one frame gives 54 ms and the same streaming rate.
-
-    >>> htb_burst_bytes(1e7), htb_burst_bytes(1e9)
-    (1514, 12500)
-    """
-    return max(1514, round(rate_bps / 8 * 1e-4))
-
-
-def shaping_argvs(dev: str, rate_bps: float, netns: str | None) -> list[tuple[str, ...]]:
-    """``tc`` commands that shape egress of ``dev`` to ``rate_bps`` with one HTB class."""
-    tc = ("tc", "-n", netns) if netns else ("tc",)
-    rate, burst = tc_rate(rate_bps), str(htb_burst_bytes(rate_bps))
-    htb = ("rate", rate, "ceil", rate, "burst", burst, "cburst", burst, "quantum", "1514")
-    return [
-        (*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"),
-        (*tc, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb", *htb),
-    ]
-
-
-# -- addressing -------------------------------------------------------------------------
-
-
-def fabric_network(topo: Topology) -> ipaddress.IPv4Network:
-    """The subnet of the host addresses.
-
-    ``meta["network"]`` if the topology names one, else ``10.0.0.0/8`` when every
-    address lies in it, else the smallest network holding them all.
-    """
-    declared = topo.meta.get("network")
-    if declared is not None:
-        try:
-            return ipaddress.IPv4Network(str(declared), strict=False)
-        except ValueError as exc:
-            raise TopologyError(f"topology {topo.name!r}: bad meta network: {exc}") from None
-    addrs = [_ipv4(topo, h.name, h.ip) for h in topo.hosts if h.ip]
-    if all(a in DEFAULT_NETWORK for a in addrs):
-        return DEFAULT_NETWORK
-    net = ipaddress.IPv4Network(f"{addrs[0]}/32")
-    while not all(a in net for a in addrs):
-        net = net.supernet()
-    return net
-
-
-def _ipv4(topo: Topology, host: str, ip: str | None) -> ipaddress.IPv4Address:
-    addr = ipaddress.ip_address(ip or "")
-    if not isinstance(addr, ipaddress.IPv4Address):
-        raise TopologyError(f"topology {topo.name!r}: host {host!r} has IPv6 {ip}; emu is IPv4")
-    return addr
-
-
-def host_addresses(topo: Topology, network: ipaddress.IPv4Network) -> dict[str, str]:
-    """Host -> IPv4: the model's, or the next free one in ``network`` for hosts without."""
-    taken = {h.ip for h in topo.hosts if h.ip}
-    out: dict[str, str] = {}
-    free = (str(a) for a in network.hosts() if str(a) not in taken)
-    for h in topo.hosts:
-        if h.ip:
-            if ipaddress.ip_address(h.ip) not in network:
-                raise TopologyError(f"host {h.name!r}: {h.ip} is outside {network}")
-            out[h.name] = h.ip
-        else:
-            try:
-                out[h.name] = next(free)
-            except StopIteration:
-                raise TopologyError(f"{network} has too few addresses for the hosts") from None
-    return out
-
-
-def hosts_file(topo: Topology, addresses: dict[str, str]) -> str:
-    """``/etc/hosts`` for every emulated host: localhost and every host's name."""
-    lines = ["127.0.0.1\tlocalhost"] + [f"{addresses[h.name]}\t{h.name}" for h in topo.hosts]
-    return "\n".join(lines) + "\n"
-
-
-# -- names ------------------------------------------------------------------------------
-
-
-def bridge_name(tag: str, switch: str, index: int) -> str:
-    """``<tag>-<switch>``, or ``<tag>-b<index>`` when that is too long."""
-    name = f"{tag}-{switch}"
-    return name if len(name) <= IFNAMSIZ and _ifname_ok(switch) else f"{tag}-b{index}"
-
-
-def _ifname_ok(text: str) -> bool:
-    return re.fullmatch(r"[A-Za-z0-9_-]+", text) is not None
-
-
-def switch_end_name(tag: str, switch_index: int, port_no: int, link: int, side: str) -> str:
-    """Root-namespace name of a switch-side veth end.
-
-    >>> switch_end_name("e12345", 2, 7, 40, "b")
-    'e12345s2p7'
-    """
-    name = f"{tag}s{switch_index}p{port_no}"
-    return name if len(name) <= IFNAMSIZ else f"{tag}l{link}{side}"
-
-
-def is_loop_free(topo: Topology) -> bool:
-    """Whether the switches and their links form a forest (no loop, no parallel link)."""
-    parent = {s.name: s.name for s in topo.switches}
-
-    def find(n: str) -> str:
-        while parent[n] != n:
-            parent[n] = parent[parent[n]]
-            n = parent[n]
-        return n
-
-    for ln in topo.links:
-        if topo.is_host(ln.src) or topo.is_host(ln.dst):
-            continue
-        ra, rb = find(ln.src), find(ln.dst)
-        if ra == rb:
-            return False
-        parent[ra] = rb
-    return True
 
 
 # -- the plan ---------------------------------------------------------------------------
@@ -620,25 +457,6 @@ def _congestion_steps(plan: FabricPlan, sysctl: tuple[str, ...]) -> list[Step]:
     if plan.tcp_congestion is None:
         return []
     return [Step((*sysctl, f"net.ipv4.tcp_congestion_control={plan.tcp_congestion}"))]
-
-
-def tcp_wmem_max(link_scale: float) -> int:
-    """A host's largest autotuned TCP send buffer, and its largest unsent backlog,
-    scaled like its links.
-
-    Linux lets a socket buffer up to 4 MiB: 32 ms at 1 Gbit/s, but 640 ms at the
-    50 Mbit/s that stands for it here.  Scaling the buffer with the link keeps the
-    time data waits in it what it would be on the real host (what an MPI call
-    leaves behind when it returns drains as fast), with a 64 KiB floor.  The same
-    bound applies as ``tcp_notsent_lowat`` to the data not yet sent, also on
-    sockets whose buffers the application sets itself: the full-duplex MPI
-    settings (``sdnmpi.node.duplex``) set them, because an exchange needs more
-    than this in flight (docs/mpi-duplex.md, "Socket buffers").
-
-    >>> tcp_wmem_max(0.05), tcp_wmem_max(0.001)
-    (209715, 65536)
-    """
-    return max(65536, round(4 * 2**20 * link_scale))
 
 
 def _link_steps(plan: FabricPlan, ln: LinkPlan) -> list[Step]:
