@@ -37,7 +37,7 @@ from sdnmpi.core.placement import Placement
 from sdnmpi.core.routing import route
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
 from sdnmpi.core.topology import Topology
-from sdnmpi.emu import agents, runner
+from sdnmpi.emu import agents, fabriclock, runner
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.sim import simulate
 from sdnmpi.testing import waits
@@ -134,7 +134,7 @@ def cluster(
 ) -> Iterator[Controller]:
     """Controller + emulated fabric; both always torn down (controller by PID, emu down).
     Holds :data:`FABRIC_LOCK` meanwhile."""
-    with runner.fabric_lock(log):
+    with fabriclock.fabric_lock(log):
         yield from _cluster(workdir, topo, name, tag, switches, link_scale, extra)
 
 

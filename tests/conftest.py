@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sdnmpi.emu import runner
+from sdnmpi.emu import fabriclock
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -38,11 +38,11 @@ def _fabric_lock(request: pytest.FixtureRequest) -> Iterator[None]:
     Only one emulated fabric can be up per machine; experiments and ``sdnmpi
     calibrate`` queue on the same lock, so a test run and an experiment (another
     session's ``make reproduce``, say) wait for each other instead of failing.  The
-    experiments these tests start inherit the hold (``runner.LOCK_HELD_ENV``).
+    experiments these tests start inherit the hold (``fabriclock.LOCK_HELD_ENV``).
     """
     integration = request.node.get_closest_marker("integration") is not None
     if not integration or os.geteuid() != 0:
         yield
         return
-    with runner.fabric_lock(lambda msg: print(f"\n{request.node.name}: {msg}", flush=True)):
+    with fabriclock.fabric_lock(lambda msg: print(f"\n{request.node.name}: {msg}", flush=True)):
         yield

@@ -14,9 +14,9 @@ from sdnmpi import catalog
 from sdnmpi.cli.main import main
 from sdnmpi.core.generators import fat_tree, leaf_spine
 from sdnmpi.core.topology import Topology
+from sdnmpi.emu import fabriclock, runner
 from sdnmpi.emu import mpi as emu_mpi
 from sdnmpi.emu import plan as plan_module
-from sdnmpi.emu import runner
 from sdnmpi.emu.naming import IFNAMSIZ, fabric_network, is_loop_free
 from sdnmpi.emu.plan import OVS_WMEM_DEFAULT, FabricPlan, Resource, make_plan
 from sdnmpi.emu.queues import FRAME_BYTES, switch_mark_bytes, tcp_rto_min_s
@@ -461,7 +461,7 @@ def test_fabric_lock_waits_for_the_holder(tmp_path: Path):
     held = threading.Event()
 
     def holder() -> None:
-        with runner.fabric_lock(path=lock):
+        with fabriclock.fabric_lock(path=lock):
             events.append("first in")
             held.set()
             time.sleep(0.3)
@@ -470,7 +470,7 @@ def test_fabric_lock_waits_for_the_holder(tmp_path: Path):
     t = threading.Thread(target=holder)
     t.start()
     held.wait(5)
-    with runner.fabric_lock(events.append, path=lock):
+    with fabriclock.fabric_lock(events.append, path=lock):
         events.append("second in")
     t.join()
     assert events[0] == "first in" and events[-2:] == ["first out", "second in"]
@@ -483,23 +483,23 @@ def test_fabric_lock_is_reentrant_and_inherited(tmp_path: Path):
     import sys
 
     lock = tmp_path / "fabric.lock"
-    before = os.environ.get(runner.LOCK_HELD_ENV)  # the module may hold the machine's lock
+    before = os.environ.get(fabriclock.LOCK_HELD_ENV)  # the module may hold the machine's lock
     child = (
-        "import sys; from pathlib import Path; from sdnmpi.emu import runner\n"
-        "with runner.fabric_lock(lambda m: print(m), path=Path(sys.argv[1])):\n"
+        "import sys; from pathlib import Path; from sdnmpi.emu import fabriclock\n"
+        "with fabriclock.fabric_lock(lambda m: print(m), path=Path(sys.argv[1])):\n"
         "    print('child in')\n"
     )
-    with runner.fabric_lock(path=lock):
-        with runner.fabric_lock(path=lock):  # nested in one thread: no deadlock
+    with fabriclock.fabric_lock(path=lock):
+        with fabriclock.fabric_lock(path=lock):  # nested in one thread: no deadlock
             pass
         argv = [sys.executable, "-c", child, str(lock)]
         inherited = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
         assert inherited.stdout.strip() == "child in", inherited.stderr
-        env = {k: v for k, v in os.environ.items() if k != runner.LOCK_HELD_ENV}
+        env = {k: v for k, v in os.environ.items() if k != fabriclock.LOCK_HELD_ENV}
         with pytest.raises(subprocess.TimeoutExpired):  # not a child of the holder: waits
             subprocess.run(argv, env=env, capture_output=True, timeout=5, check=False)
         # a live ancestor's hold of another lock file does not cover this one
-        env[runner.LOCK_HELD_ENV] = f"{os.getpid()}:{tmp_path / 'other.lock'}"
+        env[fabriclock.LOCK_HELD_ENV] = f"{os.getpid()}:{tmp_path / 'other.lock'}"
         with pytest.raises(subprocess.TimeoutExpired):
             subprocess.run(argv, env=env, capture_output=True, timeout=5, check=False)
-    assert os.environ.get(runner.LOCK_HELD_ENV) == before
+    assert os.environ.get(fabriclock.LOCK_HELD_ENV) == before

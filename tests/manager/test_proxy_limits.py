@@ -20,8 +20,9 @@ import pytest
 from sdnmpi.errors import ConfigError
 from sdnmpi.manager.client import ManagerClient
 from sdnmpi.manager.fake import FakeController
+from sdnmpi.manager.grpcrefuse import refuse
 from sdnmpi.manager.model import Kind, ManagerError
-from sdnmpi.manager.peercred import CredentialProxy, Limits, Peer, PeerTable, refuse
+from sdnmpi.manager.peercred import CredentialProxy, Limits, Peer, PeerTable
 from sdnmpi.manager.server import ManagerServer
 from sdnmpi.manager.service import ManagerService
 from sdnmpi.manager.sqlite import SqliteStore

@@ -36,7 +36,7 @@ from typing import Any
 
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.core.pattern import Pattern, Phase
-from sdnmpi.emu import runner
+from sdnmpi.emu import fabriclock, runner
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.errors import ConfigError, SdnMpiError
 from sdnmpi.formats.replay import save_replay
@@ -279,7 +279,7 @@ def calibrate(
     )
     topo = leaf_spine(1, 2, 4, host_bps=LINK_BPS, uplink_bps=LINK_BPS, name="calibration")
     mbps = LINK_BPS * link_scale / 1e6
-    with runner.fabric_lock(progress):  # one fabric per machine: queue behind others
+    with fabriclock.fabric_lock(progress):  # one fabric per machine: queue behind others
         progress(f"fabric {bench.fabric}: 8 hosts on 2 leaves, {mbps:g} Mbit/s links")
         try:
             runner.up(

@@ -42,10 +42,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from sdnmpi.emu.fabriclock import FABRIC_LOCK, fabric_lock
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT, DEFAULT_TCP_CONGESTION
 from sdnmpi.emu.queues import describe as describe_queues
 from sdnmpi.emu.queues import queues_in_use
-from sdnmpi.emu.runner import FABRIC_LOCK, fabric_lock
 from sdnmpi.errors import ConfigError, FormatError, SdnMpiError
 from sdnmpi.report.reproduce import (
     METRICS,
