@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from sdnmpi.errors import FormatError
-from sdnmpi.report.reproduce import Row, load_json, write_json, write_markdown
+from sdnmpi.report.reproduce import Row, load_json, write_json
+from sdnmpi.report.reproduce_md import write_markdown
 from sdnmpi.report.reproduce_plots import slug, write_plots
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -46,7 +46,7 @@ from sdnmpi.emu.fabriclock import FABRIC_LOCK, fabric_lock
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT, DEFAULT_TCP_CONGESTION
 from sdnmpi.emu.queues import describe as describe_queues
 from sdnmpi.emu.queues import queues_in_use
-from sdnmpi.errors import ConfigError, FormatError, SdnMpiError
+from sdnmpi.errors import ConfigError, SdnMpiError
 from sdnmpi.report.reproduce import (
     METRICS,
     Row,
@@ -54,9 +54,17 @@ from sdnmpi.report.reproduce import (
     check_rows,
     load_json,
     write_json,
-    write_markdown,
 )
 from sdnmpi.report.reproduce_api import ENTRY_POINT, Context, Skipped
+from sdnmpi.report.reproduce_md import write_markdown
+from sdnmpi.report.reproduce_merge import (
+    REDERIVE_POINT,
+    RUN_FILE,
+    Kept,
+    merge,
+    previous_experiments,
+    saved_run,
+)
 from sdnmpi.sim.calibration import Calibration
 
 log = logging.getLogger(__name__)
@@ -356,49 +364,10 @@ def run(
     report of the other mode there is a :class:`ConfigError` before anything runs.
     """
     options.out.mkdir(parents=True, exist_ok=True)
-    kept = previous_experiments(options, entries) if options.merge else {}
+    running = {e.module for e in entries}
+    kept = previous_experiments(options.out, options.quick, running) if options.merge else {}
     with fabric_lock(lambda msg: log.info("%s", msg), path=options.lock):
         return _run(entries, options, kept, registry or entries)
-
-
-@dataclass
-class Kept:
-    """An experiment's rows kept from an earlier report (``Options.merge``)."""
-
-    rows: list[Row]
-    meta: dict[str, Any]
-
-
-def previous_experiments(options: Options, entries: Sequence[Entry]) -> dict[str, Kept]:
-    """The experiments of ``OUT/report.json`` that this run does not run, by module."""
-    path = options.out / "report.json"
-    if not path.exists():
-        return {}
-    meta, rows = load_json(path)
-    mode = "quick" if options.quick else "full"
-    if meta.get("mode") != mode:
-        raise ConfigError(
-            f"{path} holds a {meta.get('mode')} report: a {mode} run cannot merge into it "
-            "(choose another --out, or run without --merge)"
-        )
-    git: dict[str, Any] = meta["git"] if isinstance(meta.get("git"), dict) else {}
-    cal: dict[str, Any] = meta["calibration"] if isinstance(meta.get("calibration"), dict) else {}
-    origin = {"date": meta.get("date"), "commit": git.get("commit"),
-              "dirty": git.get("dirty"), "calibration": cal.get("source"),
-              "calibration_file": cal.get("file")}  # fmt: skip
-    running = {e.module for e in entries}
-    kept: dict[str, Kept] = {}
-    for exp in meta.get("experiments") or ():
-        if not isinstance(exp, dict) or not isinstance(exp.get("module"), str):
-            raise FormatError(f"{path}: meta.experiments holds {exp!r}")
-        if exp["module"] in running:
-            continue
-        tables = set(exp.get("tables") or ())
-        kept[exp["module"]] = Kept(
-            [r for r in rows if r.experiment in tables],
-            {**exp, "from_run": exp.get("from_run") or origin},
-        )
-    return kept
 
 
 def _run(
@@ -431,28 +400,10 @@ def _run(
             continue
         _run_one(entry, options, cal, cal_path, outcome)
     if kept:
-        _merge(outcome, kept, registry)
+        outcome.rows = merge(outcome.rows, meta, kept, [e.module for e in registry])
     shown = list(registry) if kept else list(entries)
     outcome.paths = write_report(outcome.rows, meta, options.out, shown)
     return outcome
-
-
-#: The function of an experiment module that rebuilds its rows from what its
-#: ``reproduce(ctx)`` saved in its directory (``--rederive``).
-REDERIVE_POINT = "rows_from_saved"
-#: Beside what an experiment saved: the run that saved it (date, commit, calibration),
-#: written when the experiment ends, so that ``--rederive`` names the run that measured
-#: even when the report of that run was never written (a later experiment crashed).
-RUN_FILE = "run.json"
-
-
-def _saved_run(out: Path) -> dict[str, Any] | None:
-    """The :data:`RUN_FILE` in ``out``, if there is a readable one."""
-    try:
-        doc = json.loads((out / RUN_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) and isinstance(doc.get("date"), str) else None
 
 
 def rederive(entries: Sequence[Entry], options: Options, registry: Sequence[Entry]) -> Outcome:
@@ -466,7 +417,7 @@ def rederive(entries: Sequence[Entry], options: Options, registry: Sequence[Entr
     if not path.exists():
         raise ConfigError(f"{path} does not exist: --rederive rebuilds rows of a report")
     old_meta, _ = load_json(path)
-    kept = previous_experiments(options, ())
+    kept = previous_experiments(options.out, options.quick, set())
     meta = base_meta(options)
     meta["calibration"] = old_meta.get("calibration")
     for entry in entries:
@@ -483,7 +434,7 @@ def rederive(entries: Sequence[Entry], options: Options, registry: Sequence[Entr
             raise ConfigError(f"{entry.module}: saved summary unusable: {exc}") from None
         was = kept[entry.module]
         was.rows = rows
-        saved_by = _saved_run(options.out / entry.module)
+        saved_by = saved_run(options.out / entry.module)
         was.meta = {
             **was.meta,
             **({"from_run": saved_by} if saved_by is not None else {}),
@@ -492,32 +443,10 @@ def rederive(entries: Sequence[Entry], options: Options, registry: Sequence[Entr
             "rederived": {"date": meta["date"], "commit": meta["git"].get("commit")},
         }
     outcome = Outcome([], meta)
-    _merge(outcome, kept, registry)
+    outcome.rows = merge(outcome.rows, meta, kept, [e.module for e in registry])
     outcome.paths = write_report(outcome.rows, meta, options.out, registry)
     outcome.ran = len(entries)
     return outcome
-
-
-def _merge(outcome: Outcome, kept: dict[str, Kept], registry: Sequence[Entry]) -> None:
-    """Put the kept experiments' rows and meta among this run's, in registry order (a
-    kept row whose key a new row has is dropped)."""
-    new_keys = {r.key for r in outcome.rows}
-    fresh = {e["module"]: e for e in outcome.meta["experiments"]}
-    order = [e.module for e in registry]
-    order += [m for m in [*fresh, *kept] if m not in order]
-    rows: list[Row] = []
-    experiments = []
-    for module in order:
-        if module in fresh:
-            tables = set(fresh[module]["tables"])
-            rows += [r for r in outcome.rows if r.experiment in tables and r not in rows]
-            experiments.append(fresh[module])
-        elif module in kept:
-            rows += [r for r in kept[module].rows if r.key not in new_keys and r not in rows]
-            experiments.append(kept[module].meta)
-    rows += [r for r in outcome.rows if r not in rows]  # rows of no listed table
-    outcome.rows = rows
-    outcome.meta["experiments"] = experiments
 
 
 def _run_one(
