@@ -46,7 +46,6 @@ summary; ``apps_report.rows`` gives the rows of ``make reproduce``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import logging
@@ -57,7 +56,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -73,18 +71,16 @@ import apps_report
 import apptrace
 import demo_fabric as harness
 import hpccinf
-from slurm_harness import Manager, srun, stack
+from cpu_timeline import CpuTimeline
+from slurm_harness import Stack, cleanup, last_routes, srun, stack
 
 from sdnmpi import catalog
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.core.pattern import Pattern
-from sdnmpi.emu import slurm
 from sdnmpi.errors import SdnMpiError
-from sdnmpi.manager.client import ManagerClient
 from sdnmpi.node import duplex
 from sdnmpi.report.reproduce_api import Context, Row, require_programs
 from sdnmpi.sim.calibration import Calibration
-from sdnmpi.wire import manager_pb2 as pb
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS_DIR = ROOT / "scripts" / "apps"
@@ -162,41 +158,6 @@ def job_env(profile_dir: Path | None, job: str) -> dict[str, str]:
         "SDNMPI_TRACE_DIR": str(profile_dir),
         "SDNMPI_JOB": job,
     }
-
-
-class CpuTimeline:
-    """``CpuMonitor`` samples every second in a thread, for figures over any window."""
-
-    def __init__(self, fabric: str) -> None:
-        self.mon = harness.CpuMonitor(fabric)
-        self.samples: list[tuple[float, tuple[float, int, int, int]]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while True:
-            self.samples.append((time.time(), self.mon.sample()))
-            if self._stop.wait(1.0):
-                self.samples.append((time.time(), self.mon.sample()))
-                return
-
-    def __enter__(self) -> CpuTimeline:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def window(self, begin: float | None = None, end: float | None = None) -> dict[str, float]:
-        """CPU figures between the samples nearest ``begin`` and ``end`` (wall clock)."""
-        pts = self.samples
-        a = min(pts, key=lambda p: abs(p[0] - begin)) if begin is not None else pts[0]
-        b = min(pts, key=lambda p: abs(p[0] - end)) if end is not None else pts[-1]
-        if b[0] <= a[0]:
-            a, b = pts[0], pts[-1]
-        fig = harness.CpuMonitor.figures(a[1], b[1])
-        return {**fig, "cpu_bound": float(harness.CpuMonitor.bound(fig))}
 
 
 def srun_args(
@@ -330,52 +291,6 @@ def failure(exc: BaseException) -> str:
     last = next((ln.strip() for ln in reversed(rest.splitlines()) if ln.strip()), "")
     what = f"srun exited {code[1]}" if code else head[:200]
     return f"{what}: {last[:300]}" if last else what
-
-
-@dataclass
-class Stack:
-    """What a job needs of the running stack: the manager and the controller."""
-
-    mgr: Manager
-    ctl: harness.Controller
-
-
-def cleanup(fabric: str, job: str, st: Stack) -> str:
-    """Cancel the job, finish its manager job, and say what was still there after."""
-    slurm.run(fabric, ["scancel", "-n", job], capture=True, timeout_s=30)
-
-    def gone() -> bool:
-        res = slurm.run(fabric, ["squeue", "-h", "-n", job], capture=True, timeout_s=30)
-        return not res.stdout.strip()
-
-    with contextlib.suppress(RuntimeError):
-        harness.wait_for(f"job {job} to end", gone, 60)
-    with ManagerClient(f"unix:{st.mgr.sock}") as c:
-        for j in c.list_jobs():
-            if j.state != pb.JOB_STATE_FINISHED:
-                c.finish_job(j.job_id)
-    rules, _ = st.ctl.api({"op": "jobs"})
-    left = [f"Slurm job {job}"] if not gone() else []
-    left += [f"controller job {j}" for j in rules.get("jobs", {})]
-    return ", ".join(left) if left else "no job, job routes or rank left"
-
-
-def last_routes(st: Stack) -> dict[str, Any]:
-    """The newest manager job: its state and routes (flow-mods, install seconds)."""
-    with ManagerClient(f"unix:{st.mgr.sock}") as c:
-        jobs = c.list_jobs(include_finished=True)
-    if not jobs:
-        return {"job": None}
-    j = max(jobs, key=lambda j: j.job_id)
-    r = j.routes
-    return {
-        "job": j.job_id,
-        "state": pb.JobState.Name(j.state),
-        "detail": r.detail,
-        "pairs": r.pairs,
-        "flow_mods": r.flow_mods,
-        "install_s": r.install_s,
-    }
 
 
 def cli(*args: str) -> None:

@@ -17,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from sdnmpi.emu import slurm
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.manager.client import ManagerClient
 from sdnmpi.manager.model import ManagerError
+from sdnmpi.wire import manager_pb2 as pb
 
 log = harness.log
 PLUGIN = harness.ROOT / "build" / "spank" / "sdnmpi_spank.so"
@@ -124,3 +126,49 @@ def srun(name: str, args: list[str], timeout_s: float = 300) -> tuple[float, str
             f"srun {' '.join(args)} failed ({res.returncode}):\n{res.stderr[-3000:]}"
         )
     return took, res.stdout, res.stderr
+
+
+@dataclass
+class Stack:
+    """What a job needs of the running stack: the manager and the controller."""
+
+    mgr: Manager
+    ctl: harness.Controller
+
+
+def cleanup(fabric: str, job: str, st: Stack) -> str:
+    """Cancel the job, finish its manager job, and say what was still there after."""
+    slurm.run(fabric, ["scancel", "-n", job], capture=True, timeout_s=30)
+
+    def gone() -> bool:
+        res = slurm.run(fabric, ["squeue", "-h", "-n", job], capture=True, timeout_s=30)
+        return not res.stdout.strip()
+
+    with contextlib.suppress(RuntimeError):
+        harness.wait_for(f"job {job} to end", gone, 60)
+    with ManagerClient(f"unix:{st.mgr.sock}") as c:
+        for j in c.list_jobs():
+            if j.state != pb.JOB_STATE_FINISHED:
+                c.finish_job(j.job_id)
+    rules, _ = st.ctl.api({"op": "jobs"})
+    left = [f"Slurm job {job}"] if not gone() else []
+    left += [f"controller job {j}" for j in rules.get("jobs", {})]
+    return ", ".join(left) if left else "no job, job routes or rank left"
+
+
+def last_routes(st: Stack) -> dict[str, Any]:
+    """The newest manager job: its state and routes (flow-mods, install seconds)."""
+    with ManagerClient(f"unix:{st.mgr.sock}") as c:
+        jobs = c.list_jobs(include_finished=True)
+    if not jobs:
+        return {"job": None}
+    j = max(jobs, key=lambda j: j.job_id)
+    r = j.routes
+    return {
+        "job": j.job_id,
+        "state": pb.JobState.Name(j.state),
+        "detail": r.detail,
+        "pairs": r.pairs,
+        "flow_mods": r.flow_mods,
+        "install_s": r.install_s,
+    }

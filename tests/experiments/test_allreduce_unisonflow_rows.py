@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
+import allreduce_rows
 import exp_allreduce
 import exp_unisonflow
 
@@ -44,7 +45,7 @@ def test_allreduce_rows_take_the_best_size_and_the_1_mib_case() -> None:
             _ar_row("default", MIB, 5.0, 3.2, 3.1),
         ],
     }
-    rows = exp_allreduce.rows(summary)
+    rows = allreduce_rows.rows(summary)
     cases = [r.case for r in rows]
     assert cases == [
         "8 hosts, push/ours vs default routes, default MPI settings, best of 1 sizes: 1024 KiB",
@@ -70,7 +71,7 @@ def test_allreduce_rows_say_when_the_bound_forbids_the_papers_gain() -> None:
         "placements": {"16": {"hosts": ["n"] * 16, "bound_gain": 1.92}},
         "rows": [{**row, "nprocs": 16}],
     }
-    (best, _) = exp_allreduce.rows(summary)
+    (best, _) = allreduce_rows.rows(summary)
     assert best.paper == pytest.approx(1 / 0.44)
     assert "out of reach" in best.reason and "x1.92" in best.reason
 
@@ -80,7 +81,7 @@ def test_allreduce_rows_name_the_single_path_bound_below_the_lp_one() -> None:
     placed = {"hosts": ["n"] * 16, "bound_gain": 1.92, "single_path_gain": 1.47}
     summary = {"topology": "allreduce28", "link_scale": 0.01, "placements": {"16": placed},
                "rows": [{**row, "nprocs": 16}]}  # fmt: skip
-    (best, _) = exp_allreduce.rows(summary)
+    (best, _) = allreduce_rows.rows(summary)
     assert best.bound == 1.92
     assert (
         "LP bound allows x1.92 over D-mod-K for this placement, one path per rank pair x1.47"
@@ -188,7 +189,7 @@ def test_a_cpu_bound_allreduce_run_is_not_a_routing_result() -> None:
     calm = {"cpu_bound": 0.0, "machine_busy": 0.5, "switch_wait": 0.01}
     row = {**_ar_row("duplex", MIB, 4.0, 2.5, 1.5), "cpu": {"default": calm, "push/ours": busy}}
     summary = _one_case(row)
-    best, _ = exp_allreduce.rows(summary)
+    best, _ = allreduce_rows.rows(summary)
     assert best.status == "cpu-bound" and best.network_limited is False
     assert "push/ours run CPU-bound: machine busy 99 %" in best.reason
     assert "below the prediction" in best.reason  # measured x1.60 against x2.00 predicted
@@ -200,7 +201,7 @@ def test_a_cpu_bound_allreduce_run_is_not_a_routing_result() -> None:
         "4 TCP retransmission timeouts)" in best.reason
     )
     calm_summary = {**summary, "rows": [{**row, "cpu": {"default": calm, "push/ours": calm}}]}
-    assert exp_allreduce.rows(calm_summary)[0].status == "ok"
+    assert allreduce_rows.rows(calm_summary)[0].status == "ok"
 
 
 def test_an_allreduce_run_whose_job_was_never_registered_fails_its_rows() -> None:
@@ -209,11 +210,11 @@ def test_an_allreduce_run_whose_job_was_never_registered_fails_its_rows() -> Non
     retried = {**calm, "unregistered": 0.0, "unregistered_runs": 1.0}
     row = {**_ar_row("default", MIB, 6.0, 12.9, 5.9), "cpu": {"default": calm, "push/ours": lost}}
     summary = _one_case(row)
-    best, _ = exp_allreduce.rows(summary)
+    best, _ = allreduce_rows.rows(summary)
     assert best.status == "failed"
     assert best.reason.startswith("the job did not run tagged in 3 runs")
     ok = {**summary, "rows": [{**row, "cpu": {"default": calm, "push/ours": retried}}]}
-    again, _ = exp_allreduce.rows(ok)
+    again, _ = allreduce_rows.rows(ok)
     assert again.status == "ok" and "1 run(s) before this one did not run tagged" in again.reason
 
 
@@ -241,16 +242,16 @@ def test_a_stalled_size_is_not_the_best_and_the_row_says_so() -> None:
     stalled = _ar_row("default", 2 * MIB, 20.6, 6.5, 6.4)
     clean["cpu"] = {"default": {f"step_max_s@{MIB}": 5.4}, "push/ours": {}}
     stalled["cpu"] = {"default": {f"step_max_s@{2 * MIB}": 58.1}, "push/ours": {}}
-    best, one_mib = exp_allreduce.rows(_one_case_rows([clean, stalled]))
+    best, one_mib = allreduce_rows.rows(_one_case_rows([clean, stalled]))
     assert best.measured == pytest.approx(5.0 / 3.3)  # not 20.6 / 6.5
     assert "2048 KiB, default: one call took 58.1 s against a mean of 20.6 s" in best.case
     assert "stalled" not in one_mib.case
     # every size stalled: the best is taken among them, and its row says so
-    (only, _) = exp_allreduce.rows(_one_case_rows([{**stalled, "size_bytes": MIB}]))
+    (only, _) = allreduce_rows.rows(_one_case_rows([{**stalled, "size_bytes": MIB}]))
     assert only.measured == pytest.approx(20.6 / 6.5)
     assert "1024 KiB stalled: default: one call took" not in only.reason  # no figure for MIB
     alone = {**stalled, "cpu": {"default": {f"step_max_s@{MIB}": 58.1}, "push/ours": {}}}
-    (only, _) = exp_allreduce.rows(_one_case_rows([{**alone, "size_bytes": MIB}]))
+    (only, _) = allreduce_rows.rows(_one_case_rows([{**alone, "size_bytes": MIB}]))
     assert "1024 KiB stalled: default: one call took 58.1 s" in only.reason
     assert "above the prediction (default ran slower than predicted" in only.reason
 
@@ -267,6 +268,6 @@ def test_a_run_without_step_figures_stalled_where_a_larger_size_ran_faster() -> 
         _ar_row("default", 2 * MIB, 20.6, 6.5, 6.4),
         _ar_row("default", 4 * MIB, 19.7, 12.6, 12.0),
     ]
-    best, _ = exp_allreduce.rows(_one_case_rows(rows))
+    best, _ = allreduce_rows.rows(_one_case_rows(rows))
     assert best.measured == pytest.approx(19.7 / 12.6)
     assert "2048 KiB, default: 20.6 s a call, more than at 4096 KiB (19.7 s)" in best.case
