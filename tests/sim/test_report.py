@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sdnmpi.core.flowsets import build
+from sdnmpi.core.workloads import build
 
 from sdnmpi.catalog import load_pattern, load_topology
 from sdnmpi.core.generators import fat_tree
