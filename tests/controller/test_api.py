@@ -86,7 +86,7 @@ def test_bad_requests_are_refused_and_change_nothing(
 def test_nothing_that_changes_rules_before_the_first_sync(setup: Setup) -> None:
     api = ApiHandler(setup.planner)
     for op in ("install_job", "tag_join", "measure_start"):
-        req = dict.fromkeys(OPS[op], 1) | {"op": op}
+        req: dict[str, object] = dict.fromkeys(OPS[op], 1) | {"op": op}
         req |= {"pairs": {}, "job": "j", "host": "h1", "hosts": ["h1", "h3"], "job_id": FIRST_ID}
         req = {k: v for k, v in req.items() if k in OPS[op]}
         answer = api.handle(json.dumps(req).encode())
@@ -139,6 +139,6 @@ def test_a_crash_inside_is_an_internal_error_reply(api: ApiHandler) -> None:
     def boom(*args: object) -> None:
         raise RuntimeError("planner bug")
 
-    api.planner.replace_job = boom  # type: ignore[method-assign]
+    api.planner.replace_job = boom  # type: ignore[method-assign,assignment]
     answer = api.handle(line(op="install_job", job_id=1, pairs={"h1>h3": PATH}))
     assert answer.reply == {"ok": False, "error": "internal error: RuntimeError: planner bug"}

@@ -95,7 +95,8 @@ def test_pair_keys_round_trip_and_refuse_what_they_cannot_carry() -> None:
     for bad in ("h1", "h1>", ">h3", "h1>h2>h3", 7):
         with pytest.raises(FormatError, match="src>dst"):
             split_pair_key(bad)
-    for raw in ([], {"h1>h3": "h1 h3"}, {"h1>h3": ["h1", 3]}):
+    raws: list[object] = [[], {"h1>h3": "h1 h3"}, {"h1>h3": ["h1", 3]}]
+    for raw in raws:
         with pytest.raises(FormatError):
             decode_pairs(raw)
 
@@ -114,7 +115,7 @@ def test_what_the_client_sends_the_controller_parses(serve: Callable[..., Server
 
 def test_typed_replies(serve: Callable[..., Server]) -> None:
     def answer(req: dict[str, Any]) -> bytes:
-        replies = {
+        replies: dict[str, dict[str, Any]] = {
             "jobs": {"jobs": {"7": {"h1>h3": ["h1", "s", "h3"]}}},
             "measure_read": {"bytes": {"h1>h3": 1200, "h3>h1": 0}},
             "tag_join": {"job_slot": 9},
