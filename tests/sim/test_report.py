@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sdnmpi.core.workloads import build
 
 from sdnmpi.catalog import load_pattern, load_topology
 from sdnmpi.core.generators import fat_tree
 from sdnmpi.core.placement import block
 from sdnmpi.core.routing.model import Demands, Fabric
+from sdnmpi.core.workloads import build
 from sdnmpi.formats.pfprof import recorded_placement
 from sdnmpi.sim import FlowSet, Platform, SimResult, simulate, simulate_workload
 
