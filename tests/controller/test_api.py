@@ -44,6 +44,7 @@ def sent(setup: Setup, answer: Answer) -> dict[str, Any]:
 def test_install_and_remove_a_job(setup: Setup, api: ApiHandler) -> None:
     answer = api.handle(line(op="install_job", job_id=7, pairs={"h1>h3": PATH}))
     assert answer.confirm and answer.save and answer.timed
+    assert answer.label == "install_job 7" and answer.flow_mods > 0  # logged once confirmed
     assert any(isinstance(m, Barrier) for m in answer.messages)
     reply = sent(setup, answer)
     assert reply["ok"] and reply["job_id"] == 7 and reply["flow_mods"] > 0
@@ -97,6 +98,7 @@ def test_nothing_that_changes_rules_before_the_first_sync(setup: Setup) -> None:
 def test_a_tagged_job_joins_and_leaves(setup: Setup, api: ApiHandler) -> None:
     first = api.handle(line(op="tag_join", job="42", rank=0, nprocs=2, host="h1"))
     assert first.save and first.complete(True, 0) == {"ok": True, "job_slot": 1, "complete": False}
+    assert first.label == ""  # nothing sent to the switches, nothing to log
     done = api.handle(line(op="tag_join", job="42", rank=1, nprocs=2, host="h3"))
     assert sent(setup, done) == {"ok": True, "job_slot": 1, "complete": True}
     assert api.snapshot()[1]["42"]["hosts"] == {"0": "h1", "1": "h3"}

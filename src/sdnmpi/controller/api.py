@@ -62,7 +62,8 @@ class Answer:
     request also gets ``error``).  ``save``: write the job store before sending.
     ``timed``: the reply gets ``seconds`` from the request to the confirmation.
     ``counters``: read these flow counters, then :meth:`ApiHandler.counted` gives the
-    reply.
+    reply.  ``label``: what the shim logs with the flow-mod count once the barriers
+    are answered (``"install_job 3"``, ``"tag_push push-1"``), or nothing.
     """
 
     reply: dict[str, Any]
@@ -71,6 +72,12 @@ class Answer:
     save: bool = False
     timed: bool = False
     counters: CounterRead | None = None
+    label: str = ""
+
+    @property
+    def flow_mods(self) -> int:
+        """How many of the messages are flow-mods."""
+        return _mods(self.messages)
 
     def complete(self, confirmed: bool, seconds: float) -> dict[str, Any]:
         """The reply as sent, once the messages were (``confirmed``) or were not."""
@@ -145,7 +152,8 @@ class ApiHandler:
             "flow_mods": _mods(msgs),
             "switches": len({m.dpid for m in msgs}),
         }
-        return Answer(reply, msgs, confirm=True, save=True, timed=True)
+        label = f"{op} {job_id}"
+        return Answer(reply, msgs, confirm=True, save=True, timed=True, label=label)
 
     def _need_sync(self) -> None:
         if not self.synced:
@@ -159,10 +167,10 @@ class ApiHandler:
         except SdnMpiError as exc:
             log.info("%s refused: %s", req.get("op"), exc)
             return refused(str(exc))
-        if msgs:
-            log.info("%s %s: %d flow-mods", req["op"], req.get("job"), _mods(msgs))
         reply = {k: v for k, v in reply.items() if k != "ok"}
-        return Answer(reply, msgs, confirm=True, save=req["op"] in PERSISTED_TAG_OPS)
+        save = req["op"] in PERSISTED_TAG_OPS
+        label = f"{req['op']} {req.get('job')}" if msgs else ""
+        return Answer(reply, msgs, confirm=True, save=save, label=label)
 
     def _query(self, op: str) -> Answer:
         """Read-only ops: ``topology`` (the live fabric) and ``jobs`` (job routes held)."""

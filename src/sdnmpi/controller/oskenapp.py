@@ -349,11 +349,11 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         except Exception as exc:
             log.exception("API request crashed: %.200r", line)
             return {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}
-        reply = answer.complete(confirmed, time.monotonic() - t0)
-        if answer.timed:
-            log.info("job %s: %d flow-mods, confirmed=%s in %.3f s", reply.get("job_id"),
-                     reply.get("flow_mods", 0), confirmed, reply.get("seconds", 0.0))  # fmt: skip
-        return reply
+        elapsed = time.monotonic() - t0
+        if answer.label:
+            log.info("%s: %d flow-mods, confirmed=%s in %.3f s",
+                     answer.label, answer.flow_mods, confirmed, elapsed)  # fmt: skip
+        return answer.complete(confirmed, elapsed)
 
     def _read_counters(self, read: CounterRead) -> dict[int, list[tuple[str, str, int]]]:
         """Ask the switches for the job's rule counters (lock held, released while
