@@ -14,6 +14,7 @@ all: test
 help:
 	@echo "make demo   install what is missing, then run the main end-to-end job"
 	@echo "make test   install what is missing, then run lint, type checks and all tests"
+	@echo "make unit-user  the tests that need neither root nor a compiler (pytest -m \"not root and not toolchain\")"
 	@echo "make bench  run the benchmarks (figures and ratios)"
 	@echo "make fuzz [SECONDS=300]  mutate every parser's inputs; inputs tried and crashes per format"
 	@echo "make exp-unisonflow  the UnisonFlow experiment on the emulated fabric (root)"
@@ -29,7 +30,9 @@ help:
 deps:
 	@scripts/install-system-deps.sh
 
-$(STAMP): pyproject.toml | deps
+# make unit-user sets DEPS= (no apt, no root): the venv alone.
+DEPS ?= deps
+$(STAMP): pyproject.toml | $(DEPS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -57,6 +60,12 @@ unit: $(STAMP) $(PB) csrc
 	$(BIN)/pytest -q
 
 test: lint typecheck unit reproduce-ci
+
+# The tests that need neither root nor a compiler (tests/conftest.py: the markers).
+.PHONY: unit-user
+unit-user:
+	@$(MAKE) --no-print-directory DEPS= $(PB)
+	$(BIN)/pytest -q -m "not root and not toolchain"
 
 # make test's last step: the quick report (root; without root it says so and passes).
 .PHONY: reproduce-ci

@@ -1,4 +1,12 @@
-"""Shared fixtures."""
+"""Shared fixtures, and what the markers mean.
+
+``root``: needs root (network namespaces, Open vSwitch, eBPF programs, Slurm
+daemons, another uid).  ``toolchain``: builds C or C++ here (cc, clang, g++, mpicc)
+or runs what the build makes.  ``integration``: runs real components together.
+A contributor without root or compilers runs ``make unit-user`` (``pytest -m "not
+root and not toolchain"``); ``make test`` runs everything.  Without root a ``root``
+test is skipped with that hint, except under CI (``CI=true``), which must run it.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,38 @@ import pytest
 from sdnmpi.emu import fabriclock
 
 REPO = Path(__file__).resolve().parent.parent
+
+#: Shared fixtures and what a test that uses one needs (the marks are derived here,
+#: not repeated on every test).
+FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
+    "bpf_build": ("toolchain",),  # tests/bpf: make -C csrc/bpf
+    "tagger": ("root", "toolchain"),  # loads the tagger (CAP_BPF)
+    "test_parse_bin": ("toolchain",),  # tests/spank: the parser's C++ tests
+    "spank_build": ("toolchain",),  # tests/spank: the plugin and its drivers
+    "idle_build": ("toolchain",),  # tests/emu/test_idle.py: csrc/idle
+    "core_outputs": ("toolchain",),  # tests/pmpi/test_core.py: csrc/pmpi's unit tests
+    "replay_tests": ("toolchain",),  # tests/replay/test_vectors.py: csrc/replay
+    "c_build": ("toolchain",),  # tests/wire/test_vectors.py: the C tag codec
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Add the marks of the shared fixtures each test uses (:data:`FIXTURE_MARKS`)."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for mark in sorted({m for f in names & set(FIXTURE_MARKS) for m in FIXTURE_MARKS[f]}):
+            if item.get_closest_marker(mark) is None:
+                item.add_marker(mark)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A ``root`` test without root: skipped with the hint, a failure under CI."""
+    if item.get_closest_marker("root") is None or os.geteuid() == 0:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail("needs root, and CI runs every test: run make test as root")
+    pytest.skip("needs root: sudo make unit, or make unit-user for the tests that do not")
 
 
 def _workloads() -> Path:

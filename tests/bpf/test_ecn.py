@@ -110,6 +110,7 @@ def attach(pair: Pair, bpf_build: Path) -> None:
         ecn.attach({"es": RATE_BPS}, obj=bpf_build / "ecn.bpf.o")
 
 
+@pytest.mark.root
 def test_a_queue_above_the_threshold_is_marked_not_dropped(pair: Pair, bpf_build: Path) -> None:
     attach(pair, bpf_build)
     figures = transfer(pair, 2 * 1024 * 1024)
@@ -117,15 +118,18 @@ def test_a_queue_above_the_threshold_is_marked_not_dropped(pair: Pair, bpf_build
     assert figures["retrans_segs"] == 0
 
 
+@pytest.mark.root
 def test_an_unmarked_port_marks_nothing(pair: Pair) -> None:
     assert transfer(pair, 2 * 1024 * 1024)["ce_pkts"] == 0
 
 
+@pytest.mark.root
 def test_a_transfer_below_the_threshold_is_not_marked(pair: Pair, bpf_build: Path) -> None:
     attach(pair, bpf_build)
     assert transfer(pair, mark_threshold_bytes() // 2)["ce_pkts"] == 0
 
 
+@pytest.mark.root
 def test_a_port_marks_above_its_own_threshold(pair: Pair, bpf_build: Path) -> None:
     """Per-device thresholds (switch ports get theirs from their rate): 2 MiB through a
     port whose threshold is 4 MiB is not marked."""

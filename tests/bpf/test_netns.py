@@ -26,7 +26,7 @@ from sdnmpi.node.bpf import ConnContext, FourTuple, Tagger
 from sdnmpi.wire import Primitive, Tag
 from tests.bpf.netns import inside, mac_of, sh
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 
 ADDR_A, ADDR_B = "10.213.77.1", "10.213.77.2"
 TAGGED = FourTuple(ADDR_A, ADDR_B, 41000, 5101)

@@ -19,7 +19,7 @@ from sdnmpi.node.bpf import ConnContext, Counters, FourTuple, Tagger
 from sdnmpi.node.libbpf import BpfError, ProgramRejectedError
 from sdnmpi.wire import MAX_JOB_SLOT, MAX_RANK, Primitive, Tag, decode
 from tests.bpf import frames
-from tests.bpf.conftest import REPO, need_root
+from tests.bpf.conftest import REPO
 
 TC_ACT_UNSPEC = 0xFFFFFFFF  # -1 as the run's u32 retval: the next filter, or pass
 A, B = "10.9.0.1", "10.9.0.2"
@@ -197,8 +197,8 @@ def test_contexts_are_separate_per_slot(tagger: Tagger) -> None:
     assert (tag_b.primitive, tag_b.src_rank) == (Primitive.ALLTOALL, 3)
 
 
+@pytest.mark.root
 def test_disabled_setting_tags_nothing(bpf_build: Path) -> None:
-    need_root()
     with Tagger(bpf_build / "tagger.bpf.o", enabled=False) as tagger:
         registered(tagger)
         run_unchanged(tagger, frames.tcp_frame(A, B, 41000, 5001))
@@ -250,16 +250,17 @@ def test_missing_object_file(tmp_path: Path) -> None:
         Tagger(tmp_path / "nope.bpf.o")
 
 
+@pytest.mark.root
 def test_close_twice_is_harmless(bpf_build: Path) -> None:
-    need_root()
     tagger = Tagger(bpf_build / "tagger.bpf.o")
     tagger.create_context(0)
     tagger.close()
     tagger.close()
 
 
+@pytest.mark.root
+@pytest.mark.toolchain
 def test_rejected_program_reports_the_verifier_log(tmp_path: Path) -> None:
-    need_root()
     if shutil.which("clang") is None:
         pytest.fail("clang not found")
     obj = tmp_path / "rejected.bpf.o"
@@ -290,7 +291,6 @@ def test_rejected_program_reports_the_verifier_log(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def shared_tagger(bpf_build: Path) -> Iterator[Tagger]:
-    need_root()
     with Tagger(bpf_build / "tagger.bpf.o") as loaded:
         loaded.create_context(0)
         yield loaded

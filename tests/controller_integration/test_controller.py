@@ -34,7 +34,7 @@ from tests.controller_integration.support import (
 )
 from tests.emu.support import ofctl, port_rx_bytes, sdnmpi, vsctl
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -34,7 +34,7 @@ from tests.emu.support import (
 )
 from tests.node.ranks import FakeRank
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
 TAG_COOKIE = "cookie=0x5d05"
 MISS = re.compile(r"priority=1,.*dl_dst=a2:00:00:00:00:00/f3:00:00:00:00:00.*")

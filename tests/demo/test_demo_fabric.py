@@ -14,7 +14,7 @@ from tests.emu.support import require_root_and_tools
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "demo_fabric.py"
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 
 
 def _netns() -> str:

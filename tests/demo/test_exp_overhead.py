@@ -13,7 +13,7 @@ import pytest
 from tests.emu.support import require_root_and_tools
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 
 
 def _namespaces() -> set[str]:

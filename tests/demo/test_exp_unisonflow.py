@@ -12,7 +12,7 @@ import pytest
 from tests.emu.support import require_root_and_tools
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 
 
 def test_unisonflow_quick(tmp_path: Path) -> None:

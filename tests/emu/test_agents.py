@@ -12,7 +12,7 @@ from sdnmpi.node.agent import iface_ipv4
 from sdnmpi.node.client import AgentClient
 from tests.emu.support import Fabrics, sdnmpi
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
 
 

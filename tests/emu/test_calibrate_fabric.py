@@ -11,7 +11,7 @@ from sdnmpi.emu.state import load_state
 from sdnmpi.sim.calibration import Calibration
 from tests.emu.support import require_root_and_tools, sdnmpi
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 REPO = Path(__file__).resolve().parents[2]
 
 

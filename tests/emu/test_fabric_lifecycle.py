@@ -33,7 +33,7 @@ from tests.emu.support import (
     unique_name,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.root, pytest.mark.integration]
 
 
 def test_crash_then_down_cleans_everything(fabrics: Fabrics):

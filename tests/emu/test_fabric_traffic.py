@@ -21,7 +21,7 @@ import pytest
 from sdnmpi.emu.plan import FabricPlan
 from tests.emu.support import Fabrics, ofctl, port_rx_bytes, require_root_and_tools, sdnmpi, vsctl
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 HERE = Path(__file__).parent
 
 

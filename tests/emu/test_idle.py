@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def idle_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("idle-build")
     subprocess.run(
         ["make", "-s", "-C", str(REPO / "csrc" / "idle"), "all", f"BUILD={out}"],
@@ -35,37 +35,43 @@ def _ompi_env(argv: tuple[str, ...]) -> dict[str, str]:
     return dict(p.split("=", 1) for p in pairs)
 
 
-def test_c_unit_tests(built: Path) -> None:
-    out = subprocess.run([str(built / "test_idle")], capture_output=True, text=True, check=False)
+def test_c_unit_tests(idle_build: Path) -> None:
+    out = subprocess.run(
+        [str(idle_build / "test_idle")], capture_output=True, text=True, check=False
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("test_idle: ") and " 0 failures" in out.stdout
 
 
-def _yield_time(built: Path, calls: int, **env: str) -> float:
+def _yield_time(idle_build: Path, calls: int, **env: str) -> float:
     full = {**os.environ, **env}
     out = subprocess.run(
-        [str(built / "yielder"), str(calls)], env=full, capture_output=True, text=True, check=True
+        [str(idle_build / "yielder"), str(calls)],
+        env=full,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return float(out.stdout)
 
 
-def test_preloaded_yield_sleeps_and_zero_spins(built: Path) -> None:
-    lib = str(built / "libsdnmpi_idle.so")
-    plain = _yield_time(built, 100)
+def test_preloaded_yield_sleeps_and_zero_spins(idle_build: Path) -> None:
+    lib = str(idle_build / "libsdnmpi_idle.so")
+    plain = _yield_time(idle_build, 100)
     # 50 + 100 + 98 * 200 us = 19.75 ms at least, whatever the machine does
-    slept = _yield_time(built, 100, LD_PRELOAD=lib)
-    constant = _yield_time(built, 10, LD_PRELOAD=lib, SDNMPI_IDLE_US="2000")
-    spin = _yield_time(built, 100, LD_PRELOAD=lib, SDNMPI_IDLE_US="0")
-    bad = _yield_time(built, 100, LD_PRELOAD=lib, SDNMPI_IDLE_US="lots")  # defaults
+    slept = _yield_time(idle_build, 100, LD_PRELOAD=lib)
+    constant = _yield_time(idle_build, 10, LD_PRELOAD=lib, SDNMPI_IDLE_US="2000")
+    spin = _yield_time(idle_build, 100, LD_PRELOAD=lib, SDNMPI_IDLE_US="0")
+    bad = _yield_time(idle_build, 100, LD_PRELOAD=lib, SDNMPI_IDLE_US="lots")  # defaults
     assert plain < 0.0195 and spin < 0.0195
     assert slept >= 0.01975
     assert constant >= 0.020
     assert bad >= 0.01975
 
 
-def test_only_sched_yield_is_exported(built: Path) -> None:
+def test_only_sched_yield_is_exported(idle_build: Path) -> None:
     out = subprocess.run(
-        ["nm", "-D", "--defined-only", str(built / "libsdnmpi_idle.so")],
+        ["nm", "-D", "--defined-only", str(idle_build / "libsdnmpi_idle.so")],
         capture_output=True,
         text=True,
         check=True,
@@ -117,4 +123,4 @@ def test_launch_line_and_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
     monkeypatch.setenv("SDNMPI_IDLE_LIB", str(tmp_path / "missing.so"))
     with pytest.raises(SystemExit):
         main([*base, "--", "./bench"])
-    assert "not built" in capsys.readouterr().err
+    assert "not idle_build" in capsys.readouterr().err

@@ -69,7 +69,7 @@ def test_an_unknown_namespace_is_an_error() -> None:
         tcpstats.namespace_counters("sdnmpi-no-such-netns")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a network namespace)")
+@pytest.mark.root  # a network namespace
 def test_a_fresh_namespace_reads_as_zero_loss() -> None:
     """A namespace this test creates (and deletes): its counters read, and start at 0."""
     ns = f"sdnmpi-tcpstats-{os.getpid()}"

@@ -50,6 +50,7 @@ def test_cli_activate_switches_the_job_to_another_pattern(capsys, routed) -> Non
     assert code == 2 and "nope" in err
 
 
+@pytest.mark.toolchain
 def test_c_net_set_pattern_returns_1_then_0(routed, monkeypatch: pytest.MonkeyPatch) -> None:
     if not LIB.exists():
         res = subprocess.run(["make", "-s", "-C", str(ROOT), "pmpi"], capture_output=True,

@@ -3,7 +3,6 @@ WaitRoutes, crash recovery on the same SQLite file."""
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -257,7 +256,7 @@ print("stopped", flush=True)
     assert not (sock_dir / "sig.sock").exists()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a process as another uid")
+@pytest.mark.root  # runs a process as another uid
 def test_real_uid_of_another_user(running: Running, sock_dir: Path):
     """A process running as uid 4242 (no hook: the kernel's SO_PEERCRED) is recorded as
     uid 4242 with its own pid, which is what the servicer maps its calls to."""

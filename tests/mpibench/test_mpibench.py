@@ -34,7 +34,7 @@ CLOCK_KEYS = {"start_unix_s", "end_unix_s"}
 #: coll and pairs rows: the fastest and slowest single step of any rank.
 STEP_KEYS = {"step_min_s", "step_max_s"}
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.toolchain, pytest.mark.integration]
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,7 @@ from sdnmpi.testing.waits import wait_for
 from tests.bpf.netns import inside, sh
 from tests.node.ranks import FakeRank
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

@@ -28,7 +28,7 @@ FLAVOURS = ("mpich", "openmpi")
 MESSAGES, SIZE = 32, 1 << 20
 BUFFERED_KB = MESSAGES * SIZE // 1024 * 3 // 4  # most of the 32 MiB, whatever the timing
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.toolchain, pytest.mark.integration]
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ FLAVOURS = ("mpich", "openmpi")
 NP = 4
 RUN_TIMEOUT_S = 90
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.toolchain, pytest.mark.integration]
 
 
 @pytest.fixture(scope="session")

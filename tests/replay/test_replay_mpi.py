@@ -33,7 +33,7 @@ PHASE_KEYS = {
     "messages_sent", "bytes_sent", "messages_received", "bytes_received",
 }  # fmt: skip
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.toolchain, pytest.mark.integration]
 
 # 4 ranks: several messages per cell with a remainder (1000 bytes in 3), zero-byte
 # messages, messages to self, a phase where one rank is idle, an empty phase.

@@ -14,7 +14,7 @@ import pytest
 from sdnmpi.node.duplex import duplex_env
 from tests.slurm_integration.conftest import BENCH, SlurmCluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 
 
 def task_envs(res: subprocess.CompletedProcess[str], ntasks: int) -> list[dict[str, str]]:

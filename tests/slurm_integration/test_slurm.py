@@ -19,7 +19,7 @@ from sdnmpi.wire import manager_pb2 as pb
 from tests.controller_integration.support import all_flows
 from tests.slurm_integration.conftest import BENCH, SlurmCluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 
 
 def bench(iters: int) -> list[str]:

@@ -36,7 +36,7 @@ import pytest
 from tests.slurm_integration.conftest import SlurmCluster
 from tests.slurm_integration.test_slurm import manager_job, watch_jobs
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 
