@@ -123,4 +123,4 @@ def test_launch_line_and_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
     monkeypatch.setenv("SDNMPI_IDLE_LIB", str(tmp_path / "missing.so"))
     with pytest.raises(SystemExit):
         main([*base, "--", "./bench"])
-    assert "not idle_build" in capsys.readouterr().err
+    assert "not built" in capsys.readouterr().err

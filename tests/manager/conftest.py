@@ -76,7 +76,7 @@ def pg_dsn() -> Iterator[str]:
 _PG_DATABASES = itertools.count()
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.root)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """Every store contract test runs on every store (PostgreSQL: a fresh database)."""
     if request.param != "postgres":

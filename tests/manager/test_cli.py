@@ -30,6 +30,7 @@ def manager(sock_dir: Path, controller) -> Iterator[str]:
     r.stop()
 
 
+@pytest.mark.root  # acts as the scheduler (root): Slurm job ids
 def test_pattern_put_get_list(capsys, manager: str, sock_dir: Path):
     pat = write_pattern(sock_dir / "ring.json", 4)
     code, out, err = run(
@@ -72,6 +73,7 @@ def test_manager_down_is_a_runtime_error(capsys, sock_dir: Path):
     assert code == 1 and "unavailable" in err and "Traceback" not in err
 
 
+@pytest.mark.root  # acts as the scheduler (root): Slurm job ids
 def test_manager_jobs_job_status(capsys, manager: str, sock_dir: Path):
     with ManagerClient(manager) as c:
         c.create_job(5, "demo", 1000, 2, pattern_file=write_pattern(sock_dir / "p.json"))

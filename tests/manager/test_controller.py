@@ -167,6 +167,7 @@ def _stop(proc: subprocess.Popen[str]) -> str:
     return err
 
 
+@pytest.mark.root  # acts as the scheduler (root): Slurm job ids
 def test_manager_run_command_against_the_controller(standin: InProcessController, sock_dir: Path):
     """``sdnmpi manager run`` end to end: routes reach the controller, SIGTERM ends it."""
     proc = _start_manager(sock_dir, "run")
@@ -185,6 +186,7 @@ def test_manager_run_command_against_the_controller(standin: InProcessController
     assert proc.returncode == 0, err
 
 
+@pytest.mark.root  # acts as the scheduler (root): Slurm job ids
 def test_sigkill_mid_job_then_restart(standin: InProcessController, sock_dir: Path):
     """Issue 6's target: the manager is killed with SIGKILL during a job; after a restart
     the job's routes are known (reinstalled where the controller lost them) and removed

@@ -18,6 +18,9 @@ from tests.manager.test_cli import run
 from tests.manager.test_server import Running, write_pattern
 from tests.pmpi.test_reader import header, send, world, write
 
+#: The manager takes a Slurm job id from root only: these tests act as the scheduler.
+pytestmark = pytest.mark.root
+
 ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "build" / "openmpi" / "libsdnmpi.so"
 CLI = ROOT / ".venv" / "bin" / "sdnmpi"

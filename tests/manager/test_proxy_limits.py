@@ -92,6 +92,7 @@ def test_a_user_over_the_limit_is_told_so_and_others_still_get_in(manager, sock_
         assert c.list_jobs() == []
 
 
+@pytest.mark.root  # acts as the scheduler (root): Slurm job ids
 def test_root_counts_only_against_the_total(manager, sock_dir):
     root = manager.proxy(sock_dir / "root.sock")
     held = [connect(sock_dir / "root.sock") for _ in range(6)]

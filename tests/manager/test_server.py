@@ -75,6 +75,7 @@ def code_of(call) -> Kind:
     return exc.value.kind
 
 
+@pytest.mark.root  # acts as the scheduler (root): Slurm job ids
 def test_socket_is_public_and_job_runs_end_to_end(running: Running, controller, sock_dir: Path):
     assert (sock_dir / "root.sock").stat().st_mode & 0o777 == 0o666
     pat = write_pattern(sock_dir / "p.json")
@@ -120,6 +121,7 @@ def test_uid_comes_from_the_connection(running: Running, sock_dir: Path):
         )
 
 
+@pytest.mark.root  # acts as the scheduler (root): Slurm job ids
 def test_status_codes_of_bad_requests(running: Running, sock_dir: Path):
     bad = sock_dir / "bad.xml"
     bad.write_bytes(b"<netsa><broken")
@@ -140,6 +142,7 @@ def test_status_codes_of_bad_requests(running: Running, sock_dir: Path):
         ManagerClient(str(sock_dir / "root.sock")).put_pattern("x", bad)
 
 
+@pytest.mark.root  # acts as the scheduler (root): Slurm job ids
 def test_wait_routes_times_out_then_wakes_on_the_last_rank(running: Running, sock_dir: Path):
     pat = write_pattern(sock_dir / "p.json")
     with running.client() as c:
@@ -158,6 +161,7 @@ def test_wait_routes_times_out_then_wakes_on_the_last_rank(running: Running, soc
         assert result and result[0].installed  # type: ignore[attr-defined]
 
 
+@pytest.mark.root  # acts as the scheduler (root): Slurm job ids
 def test_wait_on_a_default_job_returns_at_once(running: Running):
     with running.client() as c:
         c.create_job(3, "nopattern", 0, 1)
@@ -177,6 +181,7 @@ def test_unknown_peer_is_refused(running: Running):
     channel.close()
 
 
+@pytest.mark.root  # acts as the scheduler (root): Slurm job ids
 def test_patterns_and_net_set_pattern(running: Running, sock_dir: Path, controller, monkeypatch):
     pat = write_pattern(sock_dir / "p.json", 4)
     with running.client() as c:
@@ -198,6 +203,7 @@ def test_patterns_and_net_set_pattern(running: Running, sock_dir: Path, controll
     assert net_set_pattern("ring") == 0
 
 
+@pytest.mark.root  # acts as the scheduler (root): Slurm job ids
 def test_crash_recovery_on_the_same_database(sock_dir: Path, controller: FakeController):
     """The manager dies mid-job (no finish); a new one on the same file finds the job,
     reinstalls routes the controller lost, and removes them exactly at job end."""
@@ -321,6 +327,7 @@ def test_garbage_on_the_socket_does_not_hurt(running: Running, sock_dir: Path):
         assert c.list_jobs() == []
 
 
+@pytest.mark.root  # acts as the scheduler (root): Slurm job ids
 def test_locked_database_is_unavailable_not_a_hang(sock_dir: Path, controller):
     """Another process holds the write lock: the call fails after the busy timeout
     with a message naming the file, and works again once the lock is gone."""
@@ -346,6 +353,7 @@ def test_locked_database_is_unavailable_not_a_hang(sock_dir: Path, controller):
         r.stop()
 
 
+@pytest.mark.root  # acts as the scheduler (root): Slurm job ids
 def test_a_users_waits_are_bounded_and_others_are_served(running: Running, sock_dir: Path):
     """300 WaitRoutes once held every worker thread: GetJob of another user waited
     22 s.  A user's waits beyond 16 are refused at once; the others are served."""
