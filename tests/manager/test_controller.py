@@ -192,15 +192,17 @@ def test_sigkill_mid_job_then_restart(standin: InProcessController, sock_dir: Pa
     the job's routes are known (reinstalled where the controller lost them) and removed
     at job end, leaving no flow behind."""
     first = _start_manager(sock_dir, "a")
-    with ManagerClient(str(sock_dir / "a.sock")) as c:
-        c.create_job(8, "long", 0, 2, pattern_file=write_pattern(sock_dir / "p.json"))
-        c.start_job(8)
-        c.register_process(8, 0, "h1")
-        c.register_process(8, 1, "h5")
-        assert c.wait_routes(8, 5000).installed
-    routes = dict(standin.jobs)
-    first.kill()
-    _stop(first)
+    try:
+        with ManagerClient(str(sock_dir / "a.sock")) as c:
+            c.create_job(8, "long", 0, 2, pattern_file=write_pattern(sock_dir / "p.json"))
+            c.start_job(8)
+            c.register_process(8, 0, "h1")
+            c.register_process(8, 1, "h5")
+            assert c.wait_routes(8, 5000).installed
+        routes = dict(standin.jobs)
+        first.kill()
+    finally:
+        _stop(first)  # a failed step above leaves no manager running
     standin.restart()  # the controller restarted too, without its state
     other = {
         "op": "install_job",
