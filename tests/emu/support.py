@@ -28,7 +28,7 @@ def require_root_and_tools() -> None:
     if missing:
         pytest.fail(f"missing {missing}: apt-get install -y openvswitch-switch ethtool iproute2")
     if Path("/sys/class/net", NETDEV_DATAPATH).exists():
-        pytest.fail(f"{NETDEV_DATAPATH} exists: another userspace OVS runs in this namespace")
+        pytest.fail(runner.netdev_in_use(DEFAULT_STATE_ROOT))
 
 
 def unique_name(prefix: str) -> str:

@@ -503,3 +503,18 @@ def test_fabric_lock_is_reentrant_and_inherited(tmp_path: Path):
         with pytest.raises(subprocess.TimeoutExpired):
             subprocess.run(argv, env=env, capture_output=True, timeout=5, check=False)
     assert os.environ.get(fabriclock.LOCK_HELD_ENV) == before
+
+
+def test_a_busy_datapath_names_the_fabrics_that_hold_it(tmp_path: Path) -> None:
+    """`emu up` refused because ovs-netdev exists says which recorded fabric holds it,
+    and how to remove one whose daemons a killed run left dead."""
+    from sdnmpi.emu.runner import netdev_in_use
+
+    assert "no fabric is recorded" in netdev_in_use(tmp_path)
+    for name, pid in (("live", os.getpid()), ("stale", 2**22 + 1)):
+        (tmp_path / name / "ovs").mkdir(parents=True)
+        (tmp_path / name / "state.json").write_text("{}")
+        (tmp_path / name / "ovs" / "ovs-vswitchd.pid").write_text(f"{pid}\n")
+    why = netdev_in_use(tmp_path)
+    assert "live (running)" in why
+    assert "stale (its switch daemon is gone: `sdnmpi emu down --name stale`)" in why

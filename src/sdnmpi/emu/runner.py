@@ -219,15 +219,46 @@ def _preflight(plan: FabricPlan) -> None:
     if os.geteuid() != 0:
         raise ConfigError("sdnmpi emu up needs root (network namespaces, veths, OVS)")
     if _link_exists(NETDEV_DATAPATH):
-        raise FabricStateError(
-            f"a userspace Open vSwitch datapath ({NETDEV_DATAPATH}) already runs in this "
-            "network namespace (another fabric or OVS instance): only one can run at a time"
-        )
+        raise FabricStateError(netdev_in_use(plan.state_dir.parent))
     clashes = [n for n in plan.root_links() if _link_exists(n)]
     clashes += [h.netns for h in plan.hosts if _netns_exists(h.netns)]
     clashes += [f"/etc/netns/{h.netns}" for h in plan.hosts if Path("/etc/netns", h.netns).exists()]
     if clashes:
         raise FabricStateError(f"fabric {plan.name!r}: these already exist: {clashes}")
+
+
+def netdev_in_use(state_root: Path) -> str:
+    """Why a new fabric cannot start while ``ovs-netdev`` exists, naming the fabrics
+    recorded under ``state_root`` and whether their switch daemon still runs (a run
+    killed before its teardown leaves the device and its fabric behind)."""
+    why = (
+        f"a userspace Open vSwitch datapath ({NETDEV_DATAPATH}) already exists in this "
+        "network namespace: only one can run at a time"
+    )
+    found = []
+    for state in sorted(state_root.glob("*/state.json")):
+        name = state.parent.name
+        if _daemon_alive(state.parent / "ovs" / "ovs-vswitchd.pid"):
+            found.append(f"{name} (running)")
+        else:
+            found.append(f"{name} (its switch daemon is gone: `sdnmpi emu down --name {name}`)")
+    if not found:
+        return f"{why}; no fabric is recorded in {state_root}: another OVS instance owns it"
+    return f"{why}; fabrics recorded in {state_root}: {', '.join(found)}"
+
+
+def _daemon_alive(pidfile: Path) -> bool:
+    try:
+        pid = int(pidfile.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _link_exists(dev: str) -> bool:
