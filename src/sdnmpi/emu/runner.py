@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sdnmpi.core.topology import Topology
-from sdnmpi.emu import ecn
+from sdnmpi.emu import ecn, fabriclock
 from sdnmpi.emu.plan import (
     DEFAULT_LINK_SCALE,
     DEFAULT_STATE_ROOT,
@@ -252,13 +252,7 @@ def _daemon_alive(pidfile: Path) -> bool:
         pid = int(pidfile.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return fabriclock.pid_alive(pid)
 
 
 def _link_exists(dev: str) -> bool:
