@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from sdnmpi.core import collectives
 from sdnmpi.core.generators import leaf_spine
+from sdnmpi.core.placement import Placement
 from sdnmpi.core.routing import Fabric
 from sdnmpi.core.routing.multicast import build_tree
 from sdnmpi.core.routing.paths import dijkstra
 from sdnmpi.errors import RoutingError
 from sdnmpi.sim.platform import Platform
-from sdnmpi.sim.replicated import replicated_flowset, transfer_times
+from sdnmpi.sim.replicated import predict_bcast, replicated_flowset, transfer_times
 
 MIB = 1024 * 1024
 GBPS = 1e9
@@ -85,3 +87,19 @@ def test_a_path_without_arcs_and_a_foreign_platform_are_refused(fabric: Fabric) 
     small = Platform.from_fabric(Fabric(leaf_spine(1, 1, 2)))
     with pytest.raises(RoutingError, match="arcs, the fabric"):
         replicated_flowset(small, fabric, [], [])
+
+
+@pytest.mark.parametrize("library", ["openmpi", "mpich"])
+def test_the_predicted_gain_over_the_libraries_bcast(library: str) -> None:
+    """8 hosts, one rank each, 4 MiB: every library algorithm sends the data over the
+    network more than once from the root's side, the replicated one once."""
+    fabric = Fabric(leaf_spine(2, 4, 2))
+    placement = Placement(tuple(fabric.names[: fabric.nhosts]))
+    pred = predict_bcast(fabric, placement, 4 * MIB, library=library)
+    assert pred.replicated_s == pytest.approx(4 * MIB * 8 / GBPS, rel=0.01)
+    assert pred.gain > 1.5, pred
+    assert pred.algorithm in collectives.algorithms("bcast")
+    assert pred.tree_links == 12
+    same_host = Placement(("h1", "h1"))
+    alone = predict_bcast(fabric, same_host, MIB, library=library)
+    assert alone.library_s == alone.replicated_s == 0.0  # nothing crosses the network

@@ -12,17 +12,24 @@ platform's (calibrated) arc latencies.  Unicast flows share the arcs as usual.
 :func:`replicated_flowset` builds trees and unicast paths as one
 :class:`~sdnmpi.sim.flowset.FlowSet` (one phase, no ranks: every flow starts at 0);
 :func:`transfer_times` simulates it and returns each flow's completion time.
+:func:`predict_bcast` puts the MPI library's own ``MPI_Bcast`` (its algorithm for the
+size, expanded as the library runs it, on default routes) beside the replicated one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from sdnmpi.core.routing.model import Fabric
-from sdnmpi.core.routing.multicast import ReplicationTree, check_tree
+from sdnmpi.core import collectives
+from sdnmpi.core.placement import Placement
+from sdnmpi.core.routing import route
+from sdnmpi.core.routing.model import Demands, Fabric
+from sdnmpi.core.routing.multicast import ReplicationTree, build_tree, check_tree
 from sdnmpi.errors import RoutingError
+from sdnmpi.sim import simulate
 from sdnmpi.sim.engine import run
 from sdnmpi.sim.flowset import FloatArray, FlowSet
 from sdnmpi.sim.maxmin import incidence_matrix
@@ -85,6 +92,51 @@ def transfer_times(flows: FlowSet, platform: Platform) -> FloatArray:
     trace = run(platform, flows.incidence, flows.size_bits, flows.latency_s)
     out: FloatArray = trace.finish_s
     return out
+
+
+@dataclass(frozen=True)
+class BcastPrediction:
+    """One ``MPI_Bcast``'s predicted time: the library's algorithm and the replicated one."""
+
+    library: str
+    algorithm: str
+    library_s: float
+    replicated_s: float
+    tree_links: int
+
+    @property
+    def gain(self) -> float:
+        """How many times faster the replicated broadcast is."""
+        return self.library_s / self.replicated_s
+
+
+def predict_bcast(
+    fabric: Fabric,
+    placement: Placement,
+    nbytes: int,
+    *,
+    root: int = 0,
+    library: str = "openmpi",
+    router: str = "dmodk",
+    goodput: float = 1.0,
+) -> BcastPrediction:
+    """The library's Bcast of ``nbytes`` from rank ``root`` (its algorithm for this size,
+    routed by ``router``, simulated rank by rank) against the replicated transfer on a
+    tree over the idle fabric.  Ranks on the root's host cost nothing in either."""
+    schedule = collectives.expand("bcast", placement.nprocs, nbytes, root=root, library=library)
+    demands = Demands.from_pattern(fabric, schedule.to_pattern(), placement)
+    library_s = 0.0
+    if len(demands):
+        routing = route(router, fabric, demands)
+        library_s = simulate(fabric, demands, routing, mode="ranks", goodput=goodput).total_s
+    hosts = [fabric.host_index(h) for h in placement.hosts]
+    tree = build_tree(fabric, hosts[root], hosts)
+    replicated_s = 0.0
+    if tree.arcs:
+        platform = Platform.from_fabric(fabric).scaled(goodput)
+        flows = replicated_flowset(platform, fabric, [tree], [float(nbytes)])
+        replicated_s = float(transfer_times(flows, platform)[0])
+    return BcastPrediction(library, schedule.algorithm, library_s, replicated_s, tree.nlinks)
 
 
 def _latency(latency_s: FloatArray, arcs: Sequence[int]) -> float:
