@@ -29,6 +29,7 @@ agents after each tag run, prove that the packets were tagged.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import statistics
@@ -267,7 +268,20 @@ def reproduce(ctx: Context) -> list[Row]:
     repeat = 2 if ctx.quick else 3
     summary = fabric_summary(repeat, lat_sizes, bw_sizes, 0.05, BW_ITERS)
     direct = direct_summary(repeat, lat_sizes, bw_sizes, 500 if ctx.quick else 2000)
+    save(ctx.out, summary, direct)
     return rows(summary, direct)
+
+
+def save(out: Path, fabric: dict[str, Any], direct: dict[str, Any] | None) -> None:
+    """Both summaries, where :func:`rows_from_saved` reads them."""
+    (out / "overhead.json").write_text(json.dumps({"fabric": fabric, "direct": direct}) + "\n")
+
+
+def rows_from_saved(out: Path) -> list[Row]:
+    """The rows of the run whose summaries :func:`reproduce` saved in ``out``
+    (``reproduce.py --rederive``), with this checkout's row logic."""
+    saved = json.loads((out / "overhead.json").read_text())
+    return rows(saved["fabric"], saved["direct"])
 
 
 def direct_summary(

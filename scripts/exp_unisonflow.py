@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import sys
 import tempfile
@@ -195,7 +196,19 @@ def reproduce(ctx: Context) -> list[Row]:
         "ranks": list(HOSTS),
         "runs": {k: {"t": v["t"], "phases": v["phases"]} for k, v in runs.items()},
     }
+    save(ctx.out, summary)
     return rows(summary)
+
+
+def save(out: Path, summary: dict[str, Any]) -> None:
+    """The run's summary, where :func:`rows_from_saved` reads it."""
+    (out / "unisonflow.json").write_text(json.dumps(summary) + "\n")
+
+
+def rows_from_saved(out: Path) -> list[Row]:
+    """The rows of the run whose summary :func:`reproduce` saved in ``out``
+    (``reproduce.py --rederive``), with this checkout's row logic."""
+    return rows(json.loads((out / "unisonflow.json").read_text()))
 
 
 def main() -> int:

@@ -148,7 +148,7 @@ def test_rederived_allreduce_rows_predict_again_in_ranks_mode(tmp_path: Path) ->
     assert exp_allreduce.PREDICT_MODE == "ranks"
 
 
-def test_unisonflow_rows() -> None:
+def test_unisonflow_rows(tmp_path: Path) -> None:
     phases = {
         "bcast": {"on_intended": 0.99, "on_spine1": 0.99, "spine_bytes": {"spine1": 99}},
         "reduce": {"on_intended": 0.98, "on_spine1": 0.02, "spine_bytes": {"spine2": 98}},
@@ -172,6 +172,8 @@ def test_unisonflow_rows() -> None:
     ]
     assert [r.measured for r in rows] == pytest.approx([99.0, 98.0, 50.0, 30.0])
     assert rows[0].predicted == 100.0 and rows[2].predicted is None
+    exp_unisonflow.save(tmp_path, summary)  # what --rederive reads back
+    assert exp_unisonflow.rows_from_saved(tmp_path) == rows
 
 
 def _one_case(row: dict[str, Any]) -> dict[str, Any]:

@@ -55,3 +55,12 @@ def test_a_runs_timeout_grows_with_the_bytes_it_sends() -> None:
     # the full form's bandwidth run: 10 + 10 windows once took more than the 300 s it had
     assert full > 300 and full >= 2 * at_line_rate
     assert exp_overhead.run_timeout_s("bw", ("1K", "4M"), 200, 10, 0.05) > full
+
+
+def test_rederived_rows_are_the_rows_of_the_saved_run(tmp_path: Path) -> None:
+    fabric = _summary("leaf_spine", 300.0, 330.0)
+    direct = _summary("direct veth", 6.0, 6.3)
+    exp_overhead.save(tmp_path, fabric, direct)
+    assert exp_overhead.rows_from_saved(tmp_path) == exp_overhead.rows(fabric, direct)
+    exp_overhead.save(tmp_path, fabric, None)  # a run without the direct link
+    assert exp_overhead.rows_from_saved(tmp_path) == exp_overhead.rows(fabric)
