@@ -11,7 +11,17 @@ import sys
 import typer
 
 from sdnmpi import __version__
-from sdnmpi.cli import agent, calibrate, controller, emu, evaluate, manager, pattern, topology
+from sdnmpi.cli import (
+    agent,
+    bcast,
+    calibrate,
+    controller,
+    emu,
+    evaluate,
+    manager,
+    pattern,
+    topology,
+)
 from sdnmpi.errors import (
     ConfigError,
     FormatError,
@@ -39,6 +49,7 @@ app.add_typer(manager.app, name="manager")
 app.command("evaluate")(evaluate.evaluate)
 app.command("routers")(evaluate.routers_command)
 app.command("calibrate")(calibrate.calibrate)
+app.command("bcast")(bcast.bcast_command)
 
 
 def _version(value: bool) -> None:
