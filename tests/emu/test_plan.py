@@ -5,6 +5,8 @@ from __future__ import annotations
 import ipaddress
 import os
 import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -511,10 +513,25 @@ def test_a_busy_datapath_names_the_fabrics_that_hold_it(tmp_path: Path) -> None:
     from sdnmpi.emu.runner import netdev_in_use
 
     assert "no fabric is recorded" in netdev_in_use(tmp_path)
-    for name, pid in (("live", os.getpid()), ("stale", 2**22 + 1)):
-        (tmp_path / name / "ovs").mkdir(parents=True)
-        (tmp_path / name / "state.json").write_text("{}")
-        (tmp_path / name / "ovs" / "ovs-vswitchd.pid").write_text(f"{pid}\n")
-    why = netdev_in_use(tmp_path)
+    pidfiles = {name: tmp_path / name / "ovs" / "ovs-vswitchd.pid" for name in ("live", "stale")}
+    for pidfile in pidfiles.values():
+        pidfile.parent.mkdir(parents=True)
+        (pidfile.parent.parent / "state.json").write_text("{}")
+    # a daemon that writes its pidfile once started, as OVS does; the stale pidfile
+    # names a process that is not its daemon
+    code = "import os, sys, time\n" \
+        "open(sys.argv[1].split('=', 1)[1], 'w').write(f'{os.getpid()}\\n')\n" \
+        "time.sleep(60)"  # fmt: skip
+    daemon = subprocess.Popen([sys.executable, "-c", code, f"--pidfile={pidfiles['live']}"])
+    try:
+        deadline = time.monotonic() + 30
+        while not (pidfiles["live"].exists() and pidfiles["live"].read_text().endswith("\n")):
+            assert time.monotonic() < deadline, "the daemon never wrote its pidfile"
+            time.sleep(0.01)
+        pidfiles["stale"].write_text(f"{os.getpid()}\n")
+        why = netdev_in_use(tmp_path)
+    finally:
+        daemon.kill()
+        daemon.wait()
     assert "live (running)" in why
     assert "stale (its switch daemon is gone: `sdnmpi emu down --name stale`)" in why

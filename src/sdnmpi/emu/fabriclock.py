@@ -55,9 +55,7 @@ def fabric_lock(
     where = str(path.resolve())
     key = (where, threading.get_ident())
     before = os.environ.get(LOCK_HELD_ENV)
-    inherited = any(
-        w == where and pid != os.getpid() and pid_alive(pid) for pid, w in _held_entries()
-    )
+    inherited = any(w == where and pid != os.getpid() and _alive(pid) for pid, w in _held_entries())
     if inherited or key in _holders:
         _holders[key] = _holders.get(key, 0) + 1
         try:
@@ -87,8 +85,7 @@ def fabric_lock(
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (one of another user counts)."""
+def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

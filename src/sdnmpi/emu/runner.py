@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sdnmpi.core.topology import Topology
-from sdnmpi.emu import ecn, fabriclock
+from sdnmpi.emu import ecn
 from sdnmpi.emu.plan import (
     DEFAULT_LINK_SCALE,
     DEFAULT_STATE_ROOT,
@@ -238,21 +238,13 @@ def netdev_in_use(state_root: Path) -> str:
     found = []
     for state in sorted(state_root.glob("*/state.json")):
         name = state.parent.name
-        if _daemon_alive(state.parent / "ovs" / "ovs-vswitchd.pid"):
+        if daemon_pid(state.parent / "ovs" / "ovs-vswitchd.pid") is not None:
             found.append(f"{name} (running)")
         else:
             found.append(f"{name} (its switch daemon is gone: `sdnmpi emu down --name {name}`)")
     if not found:
         return f"{why}; no fabric is recorded in {state_root}: another OVS instance owns it"
     return f"{why}; fabrics recorded in {state_root}: {', '.join(found)}"
-
-
-def _daemon_alive(pidfile: Path) -> bool:
-    try:
-        pid = int(pidfile.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return False
-    return fabriclock.pid_alive(pid)
 
 
 def _link_exists(dev: str) -> bool:

@@ -28,6 +28,7 @@ from sdnmpi.core.placement import Placement
 from sdnmpi.core.routing import route
 from sdnmpi.core.routing.model import Demands, Fabric
 from sdnmpi.core.routing.multicast import ReplicationTree, build_tree, check_tree
+from sdnmpi.core.routing.paths import padded
 from sdnmpi.errors import RoutingError
 from sdnmpi.sim import simulate
 from sdnmpi.sim.engine import run
@@ -68,15 +69,11 @@ def replicated_flowset(
     if sizes.size and not (np.isfinite(sizes).all() and (sizes > 0).all()):
         raise RoutingError("transfer sizes must be finite and positive")
     lat = platform.latency_s
-    latency = [max(_latency(lat, t.path_to(fabric, r)) for r in t.receivers) for t in trees]
-    latency += [_latency(lat, p) for p in paths]
-    width = max((len(r) for r in rows), default=0)
-    padded = np.full((len(rows), width), -1, dtype=np.int64)
-    for i, row in enumerate(rows):
-        padded[i, : len(row)] = row
+    latency = [t.farthest(fabric, lat) for t in trees]
+    latency += [float(sum(lat[a] for a in p)) for p in paths]
     n = len(rows)
     return FlowSet(
-        incidence_matrix(padded, platform.narcs),
+        incidence_matrix(padded(rows), platform.narcs),
         sizes,
         np.array(latency, dtype=np.float64),
         np.zeros(n, dtype=np.int64),
@@ -137,7 +134,3 @@ def predict_bcast(
         flows = replicated_flowset(platform, fabric, [tree], [float(nbytes)])
         replicated_s = float(transfer_times(flows, platform)[0])
     return BcastPrediction(library, schedule.algorithm, library_s, replicated_s, tree.nlinks)
-
-
-def _latency(latency_s: FloatArray, arcs: Sequence[int]) -> float:
-    return float(sum(latency_s[a] for a in arcs))

@@ -21,9 +21,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 
-from sdnmpi.core.routing.model import Fabric
+from sdnmpi.core.routing.model import Fabric, FloatArray
 from sdnmpi.core.routing.paths import adjacency
 from sdnmpi.errors import RoutingError
 
@@ -60,17 +59,24 @@ class ReplicationTree:
             path.append(parent[int(fabric.arc_src[path[-1]])])
         return tuple(reversed(path))
 
+    def farthest(self, fabric: Fabric, weight: Sequence[float] | FloatArray) -> float:
+        """The largest sum of ``weight[arc]`` from the root to a receiver (one pass over
+        the arcs, a parent's first, as :func:`check_tree` requires)."""
+        tails, heads = fabric.arc_src, fabric.arc_dst
+        reach = {self.root: 0.0}
+        for arc in self.arcs:
+            reach[int(heads[arc])] = reach[int(tails[arc])] + float(weight[arc])
+        return max((reach[r] for r in self.receivers), default=0.0)
+
     def depth(self, fabric: Fabric) -> int:
         """The most arcs from the root to a receiver."""
-        return max((len(self.path_to(fabric, r)) for r in self.receivers), default=0)
+        return int(self.farthest(fabric, [1.0] * fabric.narcs))
 
     def latency_s(self, fabric: Fabric) -> float:
         """The longest root-to-receiver latency: when the last receiver has a byte."""
-        lat = fabric.latency_s
-        paths = (self.path_to(fabric, r) for r in self.receivers)
-        return max((float(sum(lat[a] for a in p)) for p in paths), default=0.0)
+        return self.farthest(fabric, fabric.latency_s)
 
-    @cached_property
+    @property
     def nlinks(self) -> int:
         """Links the data crosses (each once)."""
         return len(self.arcs)
