@@ -64,6 +64,10 @@ class Answer:
     ``counters``: read these flow counters, then :meth:`ApiHandler.counted` gives the
     reply.  ``label``: what the shim logs with the flow-mod count once the barriers
     are answered (``"install_job 3"``, ``"tag_push push-1"``), or nothing.
+    ``undo``: for a request that must take effect everywhere or nowhere (a broadcast
+    tree), the answer that takes it back, given why it failed: the shim sends that
+    instead of this reply when a switch refused one of the messages (``OFPT_ERROR``) or
+    a barrier was not answered.
     """
 
     reply: dict[str, Any]
@@ -73,6 +77,7 @@ class Answer:
     timed: bool = False
     counters: CounterRead | None = None
     label: str = ""
+    undo: Callable[[str], Answer] | None = None
 
     @property
     def flow_mods(self) -> int:
@@ -170,7 +175,21 @@ class ApiHandler:
         reply = {k: v for k, v in reply.items() if k != "ok"}
         save = req["op"] in PERSISTED_TAG_OPS
         label = f"{req['op']} {req.get('job')}" if msgs else ""
-        return Answer(reply, msgs, confirm=True, save=save, label=label)
+        answer = Answer(reply, msgs, confirm=True, save=save, label=label)
+        if req["op"] == "tag_bcast_open" and msgs:
+            answer.undo = self._bcast_undo(req["job"], reply["group"], label)
+        return answer
+
+    def _bcast_undo(self, job: str, group: str, label: str) -> Callable[[str], Answer]:
+        """What takes back a tree the switches did not all confirm."""
+
+        def undo(why: str) -> Answer:
+            msgs = self.tags.bcast_undo(job, group)
+            error = f"broadcast tree {group} not installed ({why}); removed again"
+            log.warning("job %s: %s", job, error)
+            return Answer({"ok": False, "error": error}, msgs, confirm=True, save=True, label=label)
+
+        return undo
 
     def _query(self, op: str) -> Answer:
         """Read-only ops: ``topology`` (the live fabric) and ``jobs`` (job routes held)."""

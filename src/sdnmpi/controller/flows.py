@@ -2,7 +2,8 @@
 
 A :class:`FlowRule` is one ``OFPT_FLOW_MOD``: which switch (``dpid``), which
 table, the priority, a :class:`Match`, the actions, the cookie and the command
-(``add``, ``delete_strict``, or ``delete`` by cookie).  A :class:`Barrier`
+(``add``, ``delete_strict``, or ``delete`` by cookie); a :class:`GroupMod` is one
+``OFPT_GROUP_MOD`` (a group of type ALL: a copy out of each of its ports).  A :class:`Barrier`
 marks the end of a batch the shim must confirm with ``OFPT_BARRIER_REQUEST``; a
 :class:`PacketOut` is a frame the controller sends out of a port.  These values
 know nothing of os-ken: the shim translates them one to one (faucet's
@@ -13,7 +14,9 @@ For the shim (os-ken 4.x, ``ofproto_v1_3``): ``add`` is ``OFPFC_ADD`` with one
 ``delete`` are ``OFPFC_DELETE_STRICT`` / ``OFPFC_DELETE`` with ``out_port=OFPP_ANY``
 and ``out_group=OFPG_ANY`` (otherwise nothing matches); a masked ``eth_dst`` is
 ``OFPMatch(eth_dst=(mac, mask))``; :class:`ToController` is
-``OFPActionOutput(OFPP_CONTROLLER, max_len)``.
+``OFPActionOutput(OFPP_CONTROLLER, max_len)``; :class:`Group` is ``OFPActionGroup``, and a
+:class:`GroupMod` is an ``OFPGroupMod`` of type ``OFPGT_ALL`` with one
+``OFPBucket`` per output port.
 
 Every value validates itself on construction (ports, MACs, IPv4 addresses, the
 16- and 64-bit fields), so a bad rule fails in the planner, not on the wire.
@@ -42,6 +45,9 @@ OFPP_IN_PORT = 0xFFFFFFF8
 OFPP_CONTROLLER = 0xFFFFFFFD
 OFPP_ANY = 0xFFFFFFFF
 OFPTT_ALL = 0xFF
+#: Highest group id (OFPG_MAX) and the wildcard of a delete (OFPG_ALL).
+OFPG_MAX = 0xFFFFFF00
+OFPG_ALL = 0xFFFFFFFC
 OFPCML_NO_BUFFER = 0xFFFF
 
 ETH_TYPE_IPV4 = 0x0800
@@ -95,6 +101,12 @@ def check_port(port: int, what: str = "port") -> int:
     return port
 
 
+def check_group_id(group_id: int) -> int:
+    """A group id 0..OFPG_MAX, else :class:`FlowRuleError`."""
+    _check_range(group_id, OFPG_MAX, "group id")
+    return group_id
+
+
 def _check_range(value: int | None, high: int, what: str) -> None:
     if value is None:
         return
@@ -125,6 +137,8 @@ class Match:
     ip_proto: int | None = None
     tp_src: int | None = None
     tp_dst: int | None = None
+    ipv4_src: str | None = None
+    ipv4_dst: str | None = None
 
     def __post_init__(self) -> None:
         if self.in_port is not None:
@@ -140,16 +154,18 @@ class Match:
         _check_range(self.ip_proto, 0xFF, "match ip_proto")
         _check_range(self.tp_src, _U16, "match tp_src")
         _check_range(self.tp_dst, _U16, "match tp_dst")
-        if self.arp_tpa is not None:
-            check_ipv4(self.arp_tpa, "match arp_tpa")
+        for name in ("arp_tpa", "ipv4_src", "ipv4_dst"):
+            if getattr(self, name) is not None:
+                check_ipv4(getattr(self, name), f"match {name}")
         self._check_prerequisites()
 
     def _check_prerequisites(self) -> None:
         arp = self.arp_op is not None or self.arp_tpa is not None
         if arp and self.eth_type != ETH_TYPE_ARP:
             raise FlowRuleError("match arp_op/arp_tpa need eth_type=0x0806")
-        if self.ip_proto is not None and self.eth_type != ETH_TYPE_IPV4:
-            raise FlowRuleError("match ip_proto needs eth_type=0x0800")
+        ip = self.ip_proto is not None or self.ipv4_src is not None or self.ipv4_dst is not None
+        if ip and self.eth_type != ETH_TYPE_IPV4:
+            raise FlowRuleError("match ip_proto/ipv4_src/ipv4_dst need eth_type=0x0800")
         ports = self.tp_src is not None or self.tp_dst is not None
         if ports and self.ip_proto not in (IP_PROTO_TCP, IP_PROTO_UDP):
             raise FlowRuleError("match tp_src/tp_dst need ip_proto 6 (TCP) or 17 (UDP)")
@@ -170,6 +186,10 @@ class Match:
             parts.append(f"arp_op={self.arp_op}")
         if self.arp_tpa is not None:
             parts.append(f"arp_tpa={self.arp_tpa}")
+        if self.ipv4_src is not None:
+            parts.append(f"nw_src={self.ipv4_src}")
+        if self.ipv4_dst is not None:
+            parts.append(f"nw_dst={self.ipv4_dst}")
         if self.ip_proto is not None:
             parts.append(f"nw_proto={self.ip_proto}")
         if self.tp_src is not None:
@@ -224,7 +244,21 @@ class SetField:
         return f"set_field:{self.value}->{self.field}"
 
 
-Action = Output | ToController | SetField
+@dataclass(frozen=True)
+class Group:
+    """Hand the packet to group ``group_id`` (``OFPAT_GROUP``): a switch-replicated
+    broadcast's copies (:class:`GroupMod`)."""
+
+    group_id: int
+
+    def __post_init__(self) -> None:
+        check_group_id(self.group_id)
+
+    def render(self) -> str:
+        return f"group:{self.group_id}"
+
+
+Action = Output | ToController | SetField | Group
 
 
 # -- messages ---------------------------------------------------------------------------
@@ -273,7 +307,7 @@ class FlowRule:
                 raise FlowRuleError("delete by cookie needs a cookie_mask (refusing to delete all)")
             if self.match != Match() or self.actions:
                 raise FlowRuleError("delete by cookie takes no match and no actions")
-        elif not all(isinstance(a, Output | ToController | SetField) for a in self.actions):
+        elif not all(isinstance(a, Output | ToController | SetField | Group) for a in self.actions):
             raise FlowRuleError(f"unknown action in {self.actions!r}")
 
     @cached_property
@@ -324,7 +358,56 @@ class PacketOut:
             raise FlowRuleError("packet-out with an empty frame")
 
 
-Message = FlowRule | Barrier | PacketOut
+GroupCommand = Literal["add", "modify", "delete"]
+GROUP_COMMANDS: frozenset[str] = frozenset({"add", "modify", "delete"})
+
+
+@dataclass(frozen=True)
+class GroupMod:
+    """One ``OFPT_GROUP_MOD`` of a group of type ALL: every bucket outputs the packet to
+    one port (``ports``, in order), so the switch sends a copy out of each.
+
+    ``add`` fails on the switch if the group exists, ``modify`` if it does not;
+    ``delete`` (no ports) also removes the flows that point to the group, and is not an
+    error for a group the switch does not hold.  ``group_id`` :data:`OFPG_ALL` deletes
+    every group of the switch.
+
+    >>> GroupMod(1, 0x5D000001, "add", (2, 3)).render()
+    'group_id=1560281089,type=all,bucket=output:2,bucket=output:3'
+    """
+
+    dpid: int
+    group_id: int
+    command: GroupCommand = "add"
+    ports: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.dpid, bool) or not isinstance(self.dpid, int) or not self.dpid >= 1:
+            raise FlowRuleError(f"dpid {self.dpid!r} is not a datapath id 1..2^64-1")
+        _check_range(self.dpid, _U64, "dpid")
+        if self.command not in GROUP_COMMANDS:
+            raise FlowRuleError(f"group command {self.command!r} not one of add, modify, delete")
+        if self.command == "delete":
+            if self.group_id != OFPG_ALL:
+                check_group_id(self.group_id)
+            if self.ports:
+                raise FlowRuleError("a group delete takes no buckets")
+            return
+        check_group_id(self.group_id)
+        for port in self.ports:
+            check_port(port, "bucket output port")
+        if len(set(self.ports)) != len(self.ports):
+            raise FlowRuleError(f"group {self.group_id}: a port twice in {self.ports}")
+
+    def render(self) -> str:
+        """``ovs-ofctl dump-groups``-like (``add``/``modify``), or the delete."""
+        if self.command == "delete":
+            return f"delete group_id={'all' if self.group_id == OFPG_ALL else self.group_id}"
+        buckets = "".join(f",bucket=output:{p}" for p in self.ports)
+        return f"group_id={self.group_id},type=all{buckets}"
+
+
+Message = FlowRule | Barrier | PacketOut | GroupMod
 
 
 def batched(messages: list[Message], chunk: int) -> list[Message]:
@@ -341,7 +424,7 @@ def batched(messages: list[Message], chunk: int) -> list[Message]:
     pending: dict[int, int] = {}
     for msg in messages:
         out.append(msg)
-        if isinstance(msg, FlowRule):
+        if isinstance(msg, FlowRule | GroupMod):
             pending[msg.dpid] = pending.get(msg.dpid, 0) + 1
             if pending[msg.dpid] == chunk:
                 out.append(Barrier(msg.dpid))

@@ -7,6 +7,10 @@ Every rule the controller installs is in table 0.  Its **priority** orders the p
 priority  match -> actions                                  cookie kind
 ========  ================================================  ===========
 1100      ARP -> controller; LLDP (0x88cc) -> controller     base
+1050      UDP/IPv4 to a broadcast tree's group address       bcast
+          (``ipv4_dst``; ``in_port`` = the tree's parent
+          port; on the root's switch also ``ipv4_src`` =
+          the root's IP) -> its OpenFlow group (type ALL)
 1000      broadcast/multicast ``eth_dst`` -> drop            base
 500       ``eth_dst`` = attached host -> its port            host
 300       job route (``eth_src``, ``eth_dst``) -> port       job
@@ -26,12 +30,18 @@ Its 64-bit **cookie** says which part owns it::
 
     bits 63..56  0x5D           marker: the rule belongs to sdnmpi
     bits 55..48  kind           1 base, 2 host delivery, 3 default routes, 4 job routes,
-                                5 tagged routes (MPI context tags, per primitive)
-    bits 47..0   job id         the job of a job or tagged route; 0 for other kinds
+                                5 tagged routes (MPI context tags, per primitive),
+                                6 broadcast trees (switch-replicated MPI_Bcast)
+    bits 47..0   job id         the job of a job, tagged or tree route; 0 for other kinds
 
 so one delete-by-cookie flow-mod removes all of a kind, all of one job, or
 everything sdnmpi installed (marker mask), and leaves rules of other
 controllers alone.  Job ids are Slurm job ids (32 bits) with room to spare.
+
+The **OpenFlow groups** of broadcast trees have ids with the same marker in their top
+byte (``0x5D`` then 24 bits: the tree's offset in the group address pool), so the
+controller tells its groups from others' when a switch reports its group table
+(:func:`bcast_group_id`, :func:`is_our_group`).
 
 >>> hex(job_cookie(42))
 '0x5d0400000000002a'
@@ -39,6 +49,8 @@ controllers alone.  Job ids are Slurm job ids (32 bits) with room to spare.
 ('job', 42)
 >>> kind_of(tag_cookie(42)), job_of(tag_cookie(42))
 ('tag', 42)
+>>> hex(bcast_cookie(42)), hex(bcast_group_id(1))
+('0x5d0600000000002a', '0x5d000001')
 """
 
 from __future__ import annotations
@@ -47,11 +59,14 @@ from typing import Literal
 
 from sdnmpi.errors import RoutingError
 
-Kind = Literal["base", "host", "default", "job", "tag"]
+Kind = Literal["base", "host", "default", "job", "tag", "bcast"]
 
 # --- priorities (the table above) ---
 #: Broadcast ARP and LLDP to the controller.
 PRIORITY_CONTROL = 1100
+#: A broadcast tree's replication rule: above the multicast drop, so only its own
+#: group's datagrams from its own root are copied; any other multicast is dropped.
+PRIORITY_BCAST = 1050
 #: Broadcast and multicast destinations dropped.
 PRIORITY_GROUP_DROP = 1000
 #: Frames to an attached host out of its port.
@@ -82,7 +97,7 @@ MISS_MAX_LEN = 128
 # --- cookies ---
 
 MARKER = 0x5D
-_KINDS: dict[str, int] = {"base": 1, "host": 2, "default": 3, "job": 4, "tag": 5}
+_KINDS: dict[str, int] = {"base": 1, "host": 2, "default": 3, "job": 4, "tag": 5, "bcast": 6}
 _NAMES = {v: k for k, v in _KINDS.items()}
 JOB_BITS = 48
 MAX_JOB_ID = 2**JOB_BITS - 1
@@ -112,6 +127,29 @@ def job_cookie(job_id: int) -> int:
 def tag_cookie(job_id: int) -> int:
     """The cookie of job ``job_id``'s tagged (per-primitive) routes."""
     return cookie("tag", job_id)
+
+
+def bcast_cookie(job_id: int) -> int:
+    """The cookie of job ``job_id``'s broadcast trees' rules."""
+    return cookie("bcast", job_id)
+
+
+#: Group ids: the marker in the top byte, a tree's pool offset (1..2^24-1) below.
+GROUP_OFFSET_BITS = 24
+
+
+def bcast_group_id(offset: int) -> int:
+    """The OpenFlow group id of the broadcast tree at ``offset`` in the address pool."""
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise RoutingError(f"group offset {offset!r} is not an integer")
+    if not 1 <= offset < 2**GROUP_OFFSET_BITS:
+        raise RoutingError(f"group offset {offset} out of range 1..{2**GROUP_OFFSET_BITS - 1}")
+    return (MARKER << GROUP_OFFSET_BITS) | offset
+
+
+def is_our_group(group_id: int) -> bool:
+    """Whether a switch's group ``group_id`` is one sdnmpi installs."""
+    return group_id >> GROUP_OFFSET_BITS == MARKER and group_id & (2**GROUP_OFFSET_BITS - 1) != 0
 
 
 def ours_cookie() -> int:

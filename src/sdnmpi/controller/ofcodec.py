@@ -1,6 +1,7 @@
 """OpenFlow 1.3 encoding for the os-ken shim: the planner's plain values to os-ken
-messages (:class:`FlowRule` -> ``OFPFlowMod``, :class:`PacketOut` -> ``OFPPacketOut``)
-and back (a switch's flow statistics -> the :class:`FlowRule` values it holds).
+messages (:class:`FlowRule` -> ``OFPFlowMod``, :class:`GroupMod` -> ``OFPGroupMod``,
+:class:`PacketOut` -> ``OFPPacketOut``) and back (a switch's flow statistics -> the
+:class:`FlowRule` values it holds; its group descriptions -> the sdnmpi groups it holds).
 
 Pure functions of a datapath's ``ofproto`` / ``ofproto_parser`` (no connection is
 needed to build a message); tested in ``tests/controller_integration/test_shim_units.py``
@@ -18,12 +19,16 @@ from sdnmpi.controller.flows import (
     OFPP_CONTROLLER,
     Action,
     FlowRule,
+    FlowRuleError,
+    Group,
+    GroupMod,
     Match,
     Output,
     PacketOut,
     SetField,
     ToController,
 )
+from sdnmpi.controller.layout import is_our_group
 
 _OFPFC = {"add": "OFPFC_ADD", "delete": "OFPFC_DELETE", "delete_strict": "OFPFC_DELETE_STRICT"}
 
@@ -41,7 +46,7 @@ def match_fields(match: Match) -> dict[str, Any]:
     if match.eth_dst is not None:
         mask = match.eth_dst_mask
         out["eth_dst"] = (match.eth_dst, mask) if mask is not None else match.eth_dst
-    for name in ("eth_type", "arp_op", "arp_tpa", "ip_proto"):
+    for name in ("eth_type", "arp_op", "arp_tpa", "ipv4_src", "ipv4_dst", "ip_proto"):
         if getattr(match, name) is not None:
             out[name] = getattr(match, name)
     l4 = "udp" if match.ip_proto == IP_PROTO_UDP else "tcp"
@@ -60,6 +65,8 @@ def _actions(dp: Any, actions: tuple[Action, ...]) -> list[Any]:
             out.append(parser.OFPActionOutput(a.port, 0))
         elif isinstance(a, ToController):
             out.append(parser.OFPActionOutput(ofp.OFPP_CONTROLLER, a.max_len))
+        elif isinstance(a, Group):
+            out.append(parser.OFPActionGroup(a.group_id))
         else:
             out.append(parser.OFPActionSetField(**{a.field: a.value}))
     return out
@@ -87,6 +94,30 @@ def flow_mod(dp: Any, rule: FlowRule) -> Any:
     )
 
 
+_OFPGC = {"add": "OFPGC_ADD", "modify": "OFPGC_MODIFY", "delete": "OFPGC_DELETE"}
+
+
+def group_mod(dp: Any, mod: GroupMod) -> Any:
+    """``OFPGroupMod`` of type ALL, one bucket (one output) per port."""
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    buckets = [
+        parser.OFPBucket(
+            weight=0,
+            watch_port=ofp.OFPP_ANY,
+            watch_group=ofp.OFPG_ANY,
+            actions=[parser.OFPActionOutput(port, 0)],
+        )
+        for port in mod.ports
+    ]
+    return parser.OFPGroupMod(
+        datapath=dp,
+        command=getattr(ofp, _OFPGC[mod.command]),
+        type_=ofp.OFPGT_ALL,
+        group_id=mod.group_id,
+        buckets=buckets,
+    )
+
+
 def packet_out(dp: Any, po: PacketOut) -> Any:
     """``OFPPacketOut`` of a frame out of one port."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
@@ -110,6 +141,8 @@ _MATCH_NAMES = {
     "arp_op": "arp_op",
     "arp_tpa": "arp_tpa",
     "ip_proto": "ip_proto",
+    "ipv4_src": "ipv4_src",
+    "ipv4_dst": "ipv4_dst",
     "tcp_src": "tp_src",
     "udp_src": "tp_src",
     "tcp_dst": "tp_dst",
@@ -133,6 +166,8 @@ def _action_from_stats(act: Any) -> Action:
         if act.port == ofproto_v1_3.OFPP_CONTROLLER:
             return ToController(act.max_len)
         return Output(act.port)
+    if act.cls_action_type == ofproto_v1_3.OFPAT_GROUP:
+        return Group(act.group_id)
     if act.cls_action_type == ofproto_v1_3.OFPAT_SET_FIELD and act.key in ("eth_dst", "eth_src"):
         return SetField(act.key, act.value)
     raise ValueError(f"unexpected action {act}")
@@ -155,6 +190,60 @@ def rule_from_stats(dpid: int, stats: Any) -> FlowRule:
         idle_timeout=stats.idle_timeout,
         hard_timeout=stats.hard_timeout,
     )
+
+
+def groups_from_desc(dpid: int, body: list[Any]) -> dict[int, GroupMod | None]:
+    """The sdnmpi groups a switch reports (``OFPGroupDescStats`` entries), by group id:
+    each as the ``add`` that would make it, or ``None`` when it is not a group this
+    controller makes (another type, a bucket that is not one output), so that the
+    planner replaces it.  Groups of other controllers (ids without the marker) are left
+    out."""
+    out: dict[int, GroupMod | None] = {}
+    for desc in body:
+        if is_our_group(desc.group_id):
+            out[desc.group_id] = _group_from_desc(dpid, desc)
+    return out
+
+
+def _group_from_desc(dpid: int, desc: Any) -> GroupMod | None:
+    if desc.type != ofproto_v1_3.OFPGT_ALL:
+        return None
+    ports: list[int] = []
+    for bucket in desc.buckets:
+        acts = list(bucket.actions)
+        if len(acts) != 1 or acts[0].cls_action_type != ofproto_v1_3.OFPAT_OUTPUT:
+            return None
+        ports.append(int(acts[0].port))
+    try:
+        return GroupMod(dpid, desc.group_id, "add", tuple(ports))
+    except FlowRuleError:
+        return None
+
+
+_ERROR_PREFIXES = {
+    1: "OFPBRC_",
+    2: "OFPBAC_",
+    3: "OFPBIC_",
+    4: "OFPBMC_",
+    5: "OFPFMFC_",
+    6: "OFPGMFC_",
+}
+
+
+def error_text(err_type: int, code: int) -> str:
+    """An ``OFPT_ERROR``'s type and code by name, e.g. ``OFPET_GROUP_MOD_FAILED/
+    OFPGMFC_OUT_OF_GROUPS``.
+
+    >>> error_text(6, 3)
+    'OFPET_GROUP_MOD_FAILED/OFPGMFC_OUT_OF_GROUPS'
+    """
+    names = vars(ofproto_v1_3)
+    kind = next((n for n, v in names.items() if n.startswith("OFPET_") and v == err_type), None)
+    prefix = _ERROR_PREFIXES.get(err_type, "")
+    what = next(
+        (n for n, v in names.items() if prefix and n.startswith(prefix) and v == code), None
+    )
+    return f"{kind or f'type {err_type}'}/{what or f'code {code}'}"
 
 
 def counter_row(stats: Any) -> tuple[str, str, int]:

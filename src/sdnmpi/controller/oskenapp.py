@@ -5,12 +5,15 @@ the :class:`~sdnmpi.controller.planner.Planner` (every routing decision), asks
 :class:`~sdnmpi.controller.syncpolicy.SyncPolicy` when to sync, hands API request
 lines to :class:`~sdnmpi.controller.api.ApiHandler` (docs/controller-api.md), and
 encodes what comes back (:mod:`~sdnmpi.controller.ofcodec`: :class:`FlowRule` ->
-``OFPFlowMod``, :class:`Barrier` -> ``OFPBarrierRequest``, :class:`PacketOut` ->
-``OFPPacketOut``); it polls port statistics into
-:class:`~sdnmpi.controller.portstats.PortStats` and writes the job store.
+``OFPFlowMod``, :class:`GroupMod` -> ``OFPGroupMod``, :class:`Barrier` ->
+``OFPBarrierRequest``, :class:`PacketOut` -> ``OFPPacketOut``); it polls port statistics
+into :class:`~sdnmpi.controller.portstats.PortStats` and writes the job store.
 
-Each switch reports the sdnmpi rules it holds (flow-stats) when it connects, so a
-resync sends only the difference (nothing, after a plain restart).  With a job store
+Each switch reports the sdnmpi rules and groups it holds (flow-stats, group
+descriptions) when it connects, so a resync sends only the difference (nothing, after
+a plain restart).  A switch's ``OFPT_ERROR`` for a message of an API request that asked
+for it (:attr:`Answer.undo`: a broadcast tree) fails the request, whose changes are
+then taken back.  With a job store
 (``--state-file``, :mod:`~sdnmpi.controller.jobstore`) the jobs' routes are restored
 before the first sync, so their rules stay too.  Packet-ins are ignored until that
 first sync.
@@ -44,16 +47,26 @@ from os_ken.ofproto import ofproto_v1_3  # type: ignore[import-untyped]
 from os_ken.topology import event as topo_event  # type: ignore[import-untyped]
 
 from sdnmpi.controller import layout
-from sdnmpi.controller.api import ApiHandler, CounterRead
+from sdnmpi.controller.api import Answer, ApiHandler, CounterRead
 from sdnmpi.controller.flows import (
     OFPP_MAX,
     Barrier,
     FlowRule,
     FlowRuleError,
+    GroupMod,
     Message,
+    PacketOut,
 )
 from sdnmpi.controller.jobstore import JobStore, StoredState
-from sdnmpi.controller.ofcodec import counter_row, flow_mod, packet_out, rule_from_stats
+from sdnmpi.controller.ofcodec import (
+    counter_row,
+    error_text,
+    flow_mod,
+    group_mod,
+    groups_from_desc,
+    packet_out,
+    rule_from_stats,
+)
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.portstats import PortStats
 from sdnmpi.controller.syncpolicy import SyncPolicy, discovery_complete
@@ -115,6 +128,14 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self.stats = PortStats()
         self.datapaths: dict[int, Any] = {}
         self._flow_stats: dict[int, list[Any]] = {}
+        #: A connecting switch's group descriptions (xid of the request, entries so
+        #: far), and both reports once complete, until the planner has them.
+        self._group_stats: dict[int, tuple[int, list[Any]]] = {}
+        self._rule_reports: dict[int, list[FlowRule] | None] = {}
+        self._group_reports: dict[int, dict[int, GroupMod | None]] = {}
+        #: Flow- and group-mods whose errors an API request waits for, and the errors.
+        self._watched: set[tuple[int, int]] = set()
+        self._errors: dict[tuple[int, int], str] = {}
         #: Measurement reads' flow statistics replies by request xid.
         self._counters: dict[int, list[Any]] = {}
         self._counters_done: set[int] = set()
@@ -123,6 +144,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         #: The API's requests and the state they change (job routes, tagged jobs,
         #: measurement jobs), pure: this shim only moves bytes and messages for it.
         self.api = ApiHandler(self.planner)
+        self.api.tags.port_load = self.stats.tx_load
         self.threads.append(hub.spawn(self._sync_loop))
         self.threads.append(hub.spawn(self._stats_loop))
         if self.cfg.api_socket is not None:
@@ -144,14 +166,24 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             log.info("switch %#x disconnected", dpid)
             del self.datapaths[dpid]
             self._flow_stats.pop(dpid, None)
+            self._group_stats.pop(dpid, None)
+            self._rule_reports.pop(dpid, None)
+            self._group_reports.pop(dpid, None)
             self.stats.forget_switch(dpid)
             self.planner.switch_down(dpid, sync=False)
             self.sync.touch(time.monotonic())
 
     def _request_flows(self, dp: Any) -> None:
-        """Ask what sdnmpi rules the switch holds (answered in :meth:`_flow_stats_reply`)."""
+        """Ask what sdnmpi rules and groups the switch holds (answered in
+        :meth:`_flow_stats_reply` and :meth:`_group_desc_reply`)."""
         ofp, parser = dp.ofproto, dp.ofproto_parser
         self._flow_stats[dp.id] = []
+        self._rule_reports.pop(dp.id, None)
+        self._group_reports.pop(dp.id, None)
+        groups = parser.OFPGroupDescStatsRequest(dp, 0)
+        dp.set_xid(groups)
+        self._group_stats[dp.id] = (groups.xid, [])
+        dp.send_msg(groups)
         req = parser.OFPFlowStatsRequest(
             dp,
             0,
@@ -187,8 +219,50 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             log.warning("switch %#x: cannot decode its rules (%s): full resync", dpid, exc)
             installed = None
         log.info("switch %#x holds %d sdnmpi rules", dpid, len(body))
-        self.planner.switch_up(dpid, installed, sync=False)
+        self._rule_reports[dpid] = installed
+        self._reported(dpid)
+
+    @_on(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)
+    def _group_desc_reply(self, ev: Any) -> None:
+        msg = ev.msg
+        dpid = msg.datapath.id
+        pending = self._group_stats.get(dpid)
+        if pending is None or pending[0] != msg.xid:
+            return
+        pending[1].extend(msg.body)
+        if msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE:
+            return
+        del self._group_stats[dpid]
+        groups = groups_from_desc(dpid, pending[1])
+        log.info("switch %#x holds %d sdnmpi groups", dpid, len(groups))
+        self._group_reports[dpid] = groups
+        self._reported(dpid)
+
+    def _reported(self, dpid: int) -> None:
+        """One of a connecting switch's two reports is in; the planner gets both."""
+        if dpid in self._flow_stats or dpid in self._group_stats:
+            return
+        rules = self._rule_reports.pop(dpid, None)
+        groups = self._group_reports.pop(dpid, {})
+        self.planner.switch_up(dpid, rules, groups=groups, sync=False)
         self.sync.touch(time.monotonic())
+
+    @_on(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
+    def _error(self, ev: Any) -> None:
+        msg = ev.msg
+        key = (msg.datapath.id, msg.xid)
+        text = error_text(msg.type, msg.code)
+        pending = self._group_stats.get(key[0])
+        if pending is not None and pending[0] == msg.xid:  # no group support: none held
+            log.warning("switch %#x cannot report its groups (%s)", key[0], text)
+            del self._group_stats[key[0]]
+            self._group_reports[key[0]] = {}
+            self._reported(key[0])
+            return
+        log.warning("switch %#x refused message xid %d: %s", key[0], msg.xid, text)
+        if key in self._watched:
+            self._errors[key] = text
+            self._confirmed.notify_all()
 
     @_on(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def _port_status(self, ev: Any) -> None:
@@ -247,7 +321,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
     def _maybe_sync(self, now: float) -> None:
         """One planner sync when :class:`SyncPolicy` says it is due."""
         complete = self.sync.synced_once or discovery_complete(self.planner.inventory)
-        if not self.sync.due(now, complete, reports_pending=bool(self._flow_stats)):
+        pending = bool(self._flow_stats or self._group_stats)
+        if not self.sync.due(now, complete, reports_pending=pending):
             return
         restored: list[Message] = []
         if not self.sync.synced_once:  # the stored jobs go to the planner before its first sync
@@ -274,8 +349,11 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         except OSError as exc:
             log.error("cannot write the job store %s: %s", self.cfg.job_store.path, exc)
 
-    def send(self, messages: list[Message]) -> list[tuple[int, int]]:
-        """Send the planner's messages in order; the (dpid, xid) of the barriers sent."""
+    def send(
+        self, messages: list[Message], watch: set[tuple[int, int]] | None = None
+    ) -> list[tuple[int, int]]:
+        """Send the planner's messages in order; the (dpid, xid) of the barriers sent.
+        The (dpid, xid) of the flow- and group-mods go into ``watch`` if given."""
         mods = sum(isinstance(m, FlowRule) for m in messages)
         if mods:
             log.info(
@@ -290,15 +368,19 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             if dp is None:
                 log.warning("switch %#x not connected: dropped %s", msg.dpid, type(msg).__name__)
                 continue
-            if isinstance(msg, FlowRule):
-                dp.send_msg(flow_mod(dp, msg))
-            elif isinstance(msg, Barrier):
+            if isinstance(msg, Barrier):
                 req = dp.ofproto_parser.OFPBarrierRequest(dp)
                 dp.send_msg(req)
                 self._barriers[(msg.dpid, req.xid)] = time.monotonic()
                 barriers.append((msg.dpid, req.xid))
-            else:
+            elif isinstance(msg, PacketOut):
                 dp.send_msg(packet_out(dp, msg))
+            else:
+                mod = flow_mod(dp, msg) if isinstance(msg, FlowRule) else group_mod(dp, msg)
+                dp.set_xid(mod)
+                if watch is not None:
+                    watch.add((msg.dpid, mod.xid))
+                dp.send_msg(mod)
         return barriers
 
     @_on(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
@@ -341,7 +423,14 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 answer = self.api.handle(line)
                 if answer.save:
                     self._save_jobs()
-                confirmed = self._send_confirmed(answer.messages) if answer.confirm else True
+                if answer.undo is not None:
+                    answer, confirmed = self._send_or_undo(answer)
+                    if answer.save:
+                        self._save_jobs()
+                elif answer.confirm:
+                    confirmed = self._send_confirmed(answer.messages)
+                else:
+                    confirmed = True
                 if answer.counters is not None:
                     return self.api.counted(answer.counters, self._read_counters(answer.counters))
         except SdnMpiError as exc:
@@ -388,9 +477,32 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 self._counters.pop(xid, None)
                 self._counters_done.discard(xid)
 
-    def _send_confirmed(self, msgs: list[Message]) -> bool:
+    def _send_or_undo(self, answer: Answer) -> tuple[Answer, bool]:
+        """Send an answer's messages; if a switch refused one or a barrier was not
+        answered, send what takes the request back (:attr:`Answer.undo`) instead."""
+        assert answer.undo is not None
+        watch: set[tuple[int, int]] = set()
+        try:
+            confirmed = self._send_confirmed(answer.messages, watch)
+            errors = sorted({(k[0], self._errors[k]) for k in watch if k in self._errors})
+        finally:
+            self._watched -= watch
+            for key in watch:
+                self._errors.pop(key, None)
+        if confirmed and not errors:
+            return answer, True
+        why = "; ".join(f"switch {d:#x} refused: {e}" for d, e in errors)
+        undo = answer.undo(why or "barriers not confirmed in time")
+        log.warning("%s failed (%s): taking it back", answer.label or "request", why or "timeout")
+        return undo, self._send_confirmed(undo.messages)
+
+    def _send_confirmed(
+        self, msgs: list[Message], watch: set[tuple[int, int]] | None = None
+    ) -> bool:
         """Send and wait (lock held, released while waiting) for the barrier replies."""
-        keys = self.send(msgs)
+        keys = self.send(msgs, watch)
+        if watch is not None:
+            self._watched |= watch
         deadline = time.monotonic() + self.cfg.api_timeout_s
         while any(k in self._barriers for k in keys):
             left = deadline - time.monotonic()

@@ -53,6 +53,8 @@ class Packet:
     ip_proto: int | None = None
     tp_src: int | None = None
     tp_dst: int | None = None
+    ipv4_src: str | None = None
+    ipv4_dst: str | None = None
 
     def __post_init__(self) -> None:
         check_mac(self.eth_src, "eth_src")
@@ -60,9 +62,9 @@ class Packet:
         for mac in (self.arp_sha, self.arp_tha):
             if mac is not None:
                 check_mac(mac, "ARP hardware address")
-        for ip in (self.arp_spa, self.arp_tpa):
+        for ip in (self.arp_spa, self.arp_tpa, self.ipv4_src, self.ipv4_dst):
             if ip is not None:
-                check_ipv4(ip, "ARP protocol address")
+                check_ipv4(ip, "IPv4 address")
 
     @property
     def is_group(self) -> bool:
@@ -71,7 +73,8 @@ class Packet:
 
     def encode(self) -> bytes:
         """The frame as bytes, padded to 60 bytes: ARP frames carry their ARP body,
-        IPv4 ones a header with the protocol and ports (addresses are not modelled)."""
+        IPv4 ones a header with the protocol, the addresses (0.0.0.0 where ``None``) and
+        the ports."""
         head = _ETH.pack(_mac(self.eth_dst), _mac(self.eth_src), self.eth_type)
         body = b""
         if self.eth_type == ETH_TYPE_ARP:
@@ -89,13 +92,16 @@ class Packet:
         return frame + bytes(max(0, _MIN_FRAME - len(frame)))
 
     def _ipv4_body(self) -> bytes:
-        """A 20-byte IPv4 header (addresses 0.0.0.0, no checksum) and the L4 ports."""
+        """A 20-byte IPv4 header (no checksum) and the L4 ports."""
         ports = b""
         if self.tp_src is not None or self.tp_dst is not None:
             ports = struct.pack("!HH", self.tp_src or 0, self.tp_dst or 0) + bytes(16)
         total = 20 + len(ports)
         head = struct.pack(
-            "!BBHHHBBH4s4s", 0x45, 0, total, 0, 0, 64, self.ip_proto or 0, 0, bytes(4), bytes(4)
+            "!BBHHHBBH4s4s",
+            *(0x45, 0, total, 0, 0, 64, self.ip_proto or 0, 0),
+            _ip(self.ipv4_src or "0.0.0.0"),
+            _ip(self.ipv4_dst or "0.0.0.0"),
         )
         return head + ports
 
@@ -125,8 +131,19 @@ def decode(frame: bytes) -> Packet | None:
     if eth_type == ETH_TYPE_ARP:
         return _decode_arp(frame, eth_src, eth_dst)
     if eth_type == ETH_TYPE_IPV4:
-        proto, tp_src, tp_dst = _decode_ipv4(frame[_ETH.size :])
-        return Packet(eth_src, eth_dst, eth_type, ip_proto=proto, tp_src=tp_src, tp_dst=tp_dst)
+        body = frame[_ETH.size :]
+        proto, tp_src, tp_dst = _decode_ipv4(body)
+        src, dst = _ipv4_addresses(body)
+        return Packet(
+            eth_src,
+            eth_dst,
+            eth_type,
+            ip_proto=proto,
+            tp_src=tp_src,
+            tp_dst=tp_dst,
+            ipv4_src=src,
+            ipv4_dst=dst,
+        )
     return Packet(eth_src, eth_dst, eth_type)
 
 
@@ -160,6 +177,14 @@ def _decode_ipv4(data: bytes) -> tuple[int | None, int | None, int | None]:
     return proto, None, None
 
 
+def _ipv4_addresses(data: bytes) -> tuple[str | None, str | None]:
+    """(source, destination) of an IPv4 header; 0.0.0.0 (unset) reads as ``None``."""
+    if len(data) < 20 or data[0] >> 4 != 4:
+        return None, None
+    src, dst = data[12:16], data[16:20]
+    return (_ip_text(src) if any(src) else None), (_ip_text(dst) if any(dst) else None)
+
+
 def arp_request(sha: str, spa: str, tpa: str) -> Packet:
     """A broadcast ARP request from ``sha``/``spa`` asking for ``tpa``."""
     return Packet(
@@ -181,8 +206,16 @@ def arp_reply(sha: str, spa: str, tha: str, tpa: str) -> Packet:
     )
 
 
-def ipv4(eth_src: str, eth_dst: str, ip_proto: int = IP_PROTO_TCP, tp_dst: int = 5001) -> Packet:
-    """An IPv4 packet header (TCP or UDP with a destination port, else bare)."""
+def ipv4(
+    eth_src: str,
+    eth_dst: str,
+    ip_proto: int = IP_PROTO_TCP,
+    tp_dst: int = 5001,
+    ipv4_src: str | None = None,
+    ipv4_dst: str | None = None,
+) -> Packet:
+    """An IPv4 packet header (TCP or UDP with a destination port, else bare; addresses
+    only if given)."""
     ports = ip_proto in (IP_PROTO_TCP, IP_PROTO_UDP)
     return Packet(
         eth_src,
@@ -191,4 +224,17 @@ def ipv4(eth_src: str, eth_dst: str, ip_proto: int = IP_PROTO_TCP, tp_dst: int =
         ip_proto=ip_proto,
         tp_src=40000 if ports else None,
         tp_dst=tp_dst if ports else None,
+        ipv4_src=ipv4_src,
+        ipv4_dst=ipv4_dst,
     )
+
+
+def multicast_mac(group: str) -> str:
+    """The Ethernet address of IPv4 multicast group ``group`` (RFC 1112: 01:00:5e and
+    its low 23 bits).
+
+    >>> multicast_mac("239.192.0.1")
+    '01:00:5e:40:00:01'
+    """
+    raw = ipaddress.IPv4Address(group).packed
+    return _mac_text(bytes((1, 0, 0x5E, raw[1] & 0x7F, raw[2], raw[3])))

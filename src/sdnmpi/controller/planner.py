@@ -16,9 +16,11 @@ controller (which learns hosts from it) and no further.
 
 The planner is composed of parts, as faucet composes its ``Valve`` of managers: the
 default part (:mod:`~sdnmpi.controller.defaults`: control-plane rules, delivery to
-hosts, default routes), job routes (:mod:`~sdnmpi.controller.jobroutes`) and tag
-routes (:mod:`~sdnmpi.controller.tagroutes`) each contribute rules to the desired
-state; the planner owns the inventory and the difference from what the switches hold.
+hosts, default routes), job routes (:mod:`~sdnmpi.controller.jobroutes`), tag
+routes (:mod:`~sdnmpi.controller.tagroutes`) and broadcast trees
+(:mod:`~sdnmpi.controller.bcasttrees`: rules and OpenFlow groups) each contribute to the
+desired state; the planner owns the inventory and the difference from what the switches
+hold (groups are added before the rules pointing to them and deleted after).
 
 After every event the planner recomputes the *desired* rule set of every
 connected switch from its state (live topology, default routes, jobs) and
@@ -45,9 +47,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sdnmpi.controller import layout, tagroutes
+from sdnmpi.controller.bcasttrees import BcastConfig, BcastTree, BcastTrees, PortLoad, group_changes
 from sdnmpi.controller.defaults import DefaultRoutes, DefaultState, base_rules, delivery_rules
 from sdnmpi.controller.flows import (
     ARP_REQUEST,
@@ -56,6 +59,7 @@ from sdnmpi.controller.flows import (
     ETH_TYPE_LLDP,
     OFPTT_ALL,
     FlowRule,
+    GroupMod,
     Match,
     Message,
     PacketOut,
@@ -77,6 +81,7 @@ from sdnmpi.errors import ConfigError, RoutingError
 log = logging.getLogger(__name__)
 
 RuleKey = tuple[int, int, int, Match]
+Version = tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ class PlannerConfig:
     ``tag_budget``: tag rules allowed per switch, all tagged jobs together (``None``:
     no limit); ``primitives``: which module routes which primitive, a
     :meth:`~sdnmpi.controller.primitives.registry.Registry.from_spec` string
-    (empty: the standard modules).
+    (empty: the standard modules); ``bcast``: broadcast trees' address pool and caps.
     """
 
     router: str = "dmodk"
@@ -102,6 +107,7 @@ class PlannerConfig:
     expect_model_hosts: bool = True
     tag_budget: int | None = None
     primitives: str = ""
+    bcast: BcastConfig = field(default_factory=BcastConfig)
 
     def __post_init__(self) -> None:
         from sdnmpi.core.routing import ROUTERS
@@ -137,10 +143,13 @@ class Planner:
         self.defaults = DefaultRoutes(cfg.router, cfg.fallback_router, cfg.seed, cfg.encoding)
         self.job_routes = JobRoutes()
         self.tags = TagRoutes(self.primitives, cfg.tag_budget)
-        self._synced: tuple[int, int, int] | None = None  # desired version last diffed
+        self.bcast = BcastTrees(cfg.bcast)
+        self._synced: Version | None = None  # desired version last diffed
         self._installed: dict[int, dict[RuleKey, FlowRule]] = {}
+        self._groups: dict[int, dict[int, GroupMod | None]] = {}  # what each switch holds
+        self._want_groups: dict[int, dict[int, GroupMod]] = {}
         self._wipe: set[int] = set()
-        self._desired: tuple[tuple[int, int, int], dict[int, list[FlowRule]]] | None = None
+        self._desired: tuple[Version, dict[int, list[FlowRule]]] | None = None
 
     @property
     def jobs(self) -> dict[int, tuple[Route, ...]]:
@@ -164,15 +173,23 @@ class Planner:
     # the burst is over: the result is the same, computed once.
 
     def switch_up(
-        self, dpid: int, installed: Iterable[FlowRule] | None = None, *, sync: bool = True
+        self,
+        dpid: int,
+        installed: Iterable[FlowRule] | None = None,
+        *,
+        groups: Mapping[int, GroupMod | None] | None = None,
+        sync: bool = True,
     ) -> list[Message]:
         """Switch ``dpid`` (re)connected: its complete rule set.
 
         Without ``installed`` (what the switch reports holding, from a flow-stats
         reply) every sdnmpi rule on it is deleted first, by cookie, then all are
         added.  With it, only the difference is sent (no gap in forwarding).
+        ``groups``: the sdnmpi groups it reports (from a group-description reply;
+        ``None``: it holds none), brought to the desired ones the same way.
         """
         self.inventory.switch_up(dpid)
+        self._groups[dpid] = {g: m for g, m in (groups or {}).items() if layout.is_our_group(g)}
         if installed is None:
             self._installed[dpid] = {}
             self._wipe.add(dpid)
@@ -185,6 +202,7 @@ class Planner:
         """Switch ``dpid`` disconnected: reroute around it on the others."""
         self.inventory.switch_down(dpid)
         self._installed.pop(dpid, None)
+        self._groups.pop(dpid, None)
         self._wipe.discard(dpid)
         return self.sync() if sync else []
 
@@ -299,6 +317,32 @@ class Planner:
                 )
                 self._installed[dpid] = {k: r for k, r in table.items() if r.cookie != ck}
         return out
+
+    # -- broadcast trees -----------------------------------------------------------------
+    def open_bcast(
+        self,
+        job_id: int,
+        root_rank: int,
+        hosts: Mapping[int, str],
+        load: PortLoad | None = None,
+    ) -> tuple[BcastTree, list[Message]]:
+        """The broadcast tree of job ``job_id``'s ranks (``hosts``: rank -> host) from
+        ``root_rank``, and the messages installing it (none if it existed).  Checked
+        first (:class:`RoutingError`, nothing changes)."""
+        live = self.live_topology()
+        tree = self.bcast.open(job_id, root_rank, sorted(hosts), hosts, live, load)
+        return tree, self.sync()
+
+    def close_bcast(self, job_id: int, group: str) -> list[Message]:
+        """Remove job ``job_id``'s tree of ``group``: its rules, then its groups."""
+        self.bcast.close(job_id, group)
+        return self.sync()
+
+    def close_bcast_job(self, job_id: int) -> list[Message]:
+        """Remove every tree of job ``job_id`` (rules by cookie, then the groups)."""
+        if not self.bcast.close_job(job_id):
+            return []
+        return self._finish(self._delete_cookie(layout.bcast_cookie(job_id)) + self._diff())
 
     # -- tagged jobs (per-primitive routing) -----------------------------------------------
     def register_tagged_job(
@@ -483,8 +527,9 @@ class Planner:
             self._desired = (version, self._compute_desired())
         return self._desired[1]
 
-    def _version(self) -> tuple[int, int, int]:
-        return (self.inventory.version, self.job_routes.version, self.tags.version)
+    def _version(self) -> Version:
+        versions = (self.job_routes.version, self.tags.version, self.bcast.version)
+        return (self.inventory.version, *versions)
 
     def _compute_desired(self) -> dict[int, list[FlowRule]]:
         """Every part's rules, by connected switch."""
@@ -494,6 +539,9 @@ class Planner:
         rules += state.rules if state is not None else ()
         rules += self.job_routes.rules(self.inventory)
         rules += self.tags.rules(state.net if state else None)
+        trees, groups = self.bcast.plan(state.topology if state else None)
+        rules += trees
+        self._want_groups = {d: groups.get(d, {}) for d in self.inventory.switches_up}
         out: dict[int, list[FlowRule]] = {d: [] for d in self.inventory.switches_up}
         for rule in rules:
             if rule.dpid in out:
@@ -517,11 +565,18 @@ class Planner:
         return self._finish(wipes + self._diff())
 
     def _diff(self) -> list[Message]:
-        """Adds and strict deletes bringing every connected switch to its desired rules."""
+        """Adds and strict deletes bringing every connected switch to its desired rules
+        (and groups: added or modified first, deleted last)."""
         adds: list[Message] = []
         deletes: list[Message] = []
+        group_ups: list[Message] = []
+        group_deletes: list[Message] = []
         self._synced = self._version()
         for dpid, rules in sorted(self._desired_all().items()):
+            ups, downs = group_changes(dpid, self._groups.get(dpid, {}), self._want_groups[dpid])
+            group_ups += ups
+            group_deletes += downs
+            self._groups[dpid] = dict(self._want_groups[dpid])
             have = self._installed.setdefault(dpid, {})
             want = {r.key: r for r in rules}
             # filter first, then sort: only the changes (the same order as before)
@@ -530,7 +585,7 @@ class Planner:
             gone = sorted(((k, r) for k, r in have.items() if k not in want), key=_korder)
             deletes += [_delete_strict(r) for _, r in gone]
             self._installed[dpid] = want
-        return adds + deletes
+        return group_ups + adds + deletes + group_deletes
 
     def _finish(self, messages: list[Message]) -> list[Message]:
         return batched(messages, self.config.batch_size)

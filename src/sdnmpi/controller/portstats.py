@@ -87,6 +87,18 @@ class PortStats:
         """(dpid, port) -> (rx bytes, tx bytes) of the last sample."""
         return {k: (s.rx_bytes, s.tx_bytes) for k, s in sorted(self._last.items())}
 
+    def tx_load(self) -> dict[tuple[int, int], float]:
+        """(dpid, port) -> the last measured transmit rate, bit/s, of connected switches'
+        ports (what a broadcast tree weighs its links by).
+
+        >>> s = PortStats()
+        >>> _ = s.add(1, 2, rx_bytes=0, tx_bytes=0, now=0.0)
+        >>> _ = s.add(1, 2, rx_bytes=0, tx_bytes=125, now=1.0)
+        >>> s.tx_load()
+        {(1, 2): 1000.0}
+        """
+        return {k: self._series[k][-1].tx_bps for k in self._last if self._series.get(k)}
+
     def series(self) -> list[PortRate]:
         """Every recorded rate, by port then time."""
         return [r for _, rates in sorted(self._series.items()) for r in rates]

@@ -19,6 +19,13 @@ Ops (JSON objects on the controller's API socket, docs/controller-api.md; their 
     the library's push mode: one collective call about to start; its rules are
     installed (answered after the barriers) unless the job announced it already
     (``cached``).  The job must be registered (all ranks joined).
+``{"op": "tag_bcast_open", "job": J, "root": R, "ranks": [world ranks]}``
+    a switch-replicated broadcast tree from R's host to the hosts of the other ranks
+    (:mod:`sdnmpi.controller.bcasttrees`); answered with its ``group`` and ``port``
+    after the barriers (the same tree and group for the same job, root and ranks).
+    Every rank named must have joined.
+``{"op": "tag_bcast_close", "job": J, "group": G}``
+    that tree removed.  A job's trees go when its last rank leaves.
 
 The planner's tagged-job id is the job name if it is a number (a scheduler's
 job id), else ``2**47 + slot``.
@@ -26,14 +33,16 @@ job id), else ``2**47 + slot``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sdnmpi.controller.bcasttrees import PortLoad, tree_from_dict
 from sdnmpi.controller.flows import Message
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.primitives.base import Collective
 from sdnmpi.controller.taghub import ReportedJob, TagHub
-from sdnmpi.errors import ConfigError, RoutingError, quoted
+from sdnmpi.errors import ConfigError, RoutingError, SdnMpiError, quoted
 from sdnmpi.node.procnet import Endpoint
 from sdnmpi.wire.controller_api import TAG_OPS
 
@@ -61,6 +70,8 @@ class TagService:
     hub: TagHub = field(default_factory=TagHub)
     collectives: dict[str, tuple[Collective, ...]] = field(default_factory=dict)
     registered: dict[str, int] = field(default_factory=dict)
+    #: The load of other traffic on the switch ports now (the shim's port statistics).
+    port_load: Callable[[], PortLoad] = field(default=dict)
 
     def handle(self, req: dict[str, Any]) -> Answer:
         """One request (already a JSON object whose op is in :data:`TAG_OPS`)."""
@@ -72,6 +83,10 @@ class TagService:
             return self._collectives(job, req["collectives"])
         if op == "tag_push":
             return self._push(job, _collective(req["collective"]))
+        if op == "tag_bcast_open":
+            return self._bcast_open(job, req["root"], req["ranks"])
+        if op == "tag_bcast_close":
+            return self._bcast_close(job, req["group"])
         rank = _int(req, "rank")
         if op == "tag_join":
             return self._join(job, rank, _int(req, "nprocs"), _text(req, "host"))
@@ -79,20 +94,27 @@ class TagService:
             conn = (_endpoint(req["local"]), _endpoint(req["remote"]))
             return {"ok": True, "peer": self.hub.conn(job, rank, conn)}, []
         done = self.hub.leave(job, rank)
-        msgs = self._unregister(job) if done is not None else []
+        msgs: list[Message] = []
+        if done is not None:  # the job ended: its trees and tag rules go
+            msgs = self.planner.close_bcast_job(planner_job_id(job, done.slot))
+            msgs += self._unregister(job)
         return {"ok": True, "job_done": done is not None}, msgs
 
     def snapshot(self) -> dict[str, Any]:
-        """The tagged jobs as JSON data (what the job store keeps across restarts)."""
-        return {
-            job: {
+        """The tagged jobs as JSON data (what the job store keeps across restarts); a job
+        with broadcast trees also has ``bcast``, the trees."""
+        out: dict[str, Any] = {}
+        for job, entry in sorted(self.hub.jobs.items()):
+            out[job] = {
                 "slot": entry.slot,
                 "nprocs": entry.nprocs,
                 "hosts": {str(r): h for r, h in sorted(entry.hosts.items())},
                 "collectives": [_collective_dict(c) for c in self.collectives.get(job, ())],
             }
-            for job, entry in sorted(self.hub.jobs.items())
-        }
+            trees = self.planner.bcast.of_job(planner_job_id(job, entry.slot))
+            if trees:
+                out[job]["bcast"] = [t.to_dict() for t in trees]
+        return out
 
     def restore(self, doc: dict[str, Any]) -> list[Message]:
         """Take back a :meth:`snapshot` (controller start, before the first sync).
@@ -110,13 +132,16 @@ class TagService:
                 self.collectives.pop(job, None)
                 self.registered.pop(job, None)
                 dropped.append(f"{job}: {exc}")
+                continue
+            dropped += self._restore_trees(job, obj.get("bcast", []))
         if dropped:
             raise RestoreError(msgs, dropped)
         return msgs
 
     def _restore_job(self, job: str, obj: Any) -> list[Message]:
-        if not isinstance(obj, dict) or set(obj) != {"slot", "nprocs", "hosts", "collectives"}:
-            raise ConfigError("want slot, nprocs, hosts and collectives")
+        keys = {"slot", "nprocs", "hosts", "collectives"}
+        if not isinstance(obj, dict) or not keys <= set(obj) <= {*keys, "bcast"}:
+            raise ConfigError("want slot, nprocs, hosts and collectives (and bcast)")
         slot, nprocs = _int(obj, "slot"), _int(obj, "nprocs")
         if any(e.slot == slot for e in self.hub.jobs.values()) or not 1 <= slot <= 127:
             raise ConfigError(f"job slot {slot} is taken or out of range")
@@ -127,6 +152,59 @@ class TagService:
         for rank, host in obj["hosts"].items():
             self.hub.join(job, int(rank), nprocs, _text({"host": host}, "host"))
         return self._register(job) if self.hub.jobs[job].complete else []
+
+    def _restore_trees(self, job: str, trees: Any) -> list[str]:
+        """Take back a job's stored broadcast trees that still fit the live fabric; what
+        was dropped and why."""
+        job_id = planner_job_id(job, self.hub.jobs[job].slot)
+        live = self.planner.live_topology()
+        arcs = {(a.src, a.src_port, a.dst, a.dst_port) for a in live.arcs} if live else set()
+        dropped: list[str] = []
+        for obj in trees if isinstance(trees, list) else [trees]:
+            try:
+                tree = tree_from_dict(job_id, obj, self.planner.bcast.config)
+                if not set(tree.arcs) <= arcs:
+                    raise RoutingError("its links are not all in the live fabric")
+                self.planner.bcast.add(tree)
+            except SdnMpiError as exc:
+                dropped.append(f"{job}: broadcast tree {str(obj)[:80]}: {exc}")
+        return dropped
+
+    def _bcast_open(self, job: str, root: Any, ranks: Any) -> Answer:
+        entry = self.hub.jobs.get(job)
+        if entry is None:
+            raise ConfigError(f"job {job} is not known to the controller (no rank has joined)")
+        comm = _comm(ranks, entry.nprocs)
+        if not _is_int(root) or root not in comm:
+            raise ConfigError(f"root {quoted(root)} is not one of the ranks")
+        missing = [r for r in comm if r not in entry.hosts]
+        if missing:
+            raise ConfigError(f"job {job}: rank(s) {missing[:8]} have not joined")
+        job_id = planner_job_id(job, entry.slot)
+        cached = self.planner.bcast.find(job_id, root, comm) is not None
+        hosts = {r: entry.hosts[r] for r in comm}
+        tree, msgs = self.planner.open_bcast(job_id, root, hosts, self.port_load())
+        reply = {"group": tree.group, "port": tree.port, "cached": cached}
+        return {"ok": True, **reply, "switches": len(tree.switches())}, msgs
+
+    def _bcast_close(self, job: str, group: Any) -> Answer:
+        entry = self.hub.jobs.get(job)
+        if entry is None:
+            raise ConfigError(f"job {job} is not known to the controller")
+        if not isinstance(group, str) or len(group) > 15:
+            raise ConfigError(f"group {quoted(group)} is not an IPv4 address")
+        return {"ok": True}, self.planner.close_bcast(planner_job_id(job, entry.slot), group)
+
+    def bcast_undo(self, job: str, group: str) -> list[Message]:
+        """Take back a tree a switch refused: its rules and groups (nothing if it is
+        gone already)."""
+        entry = self.hub.jobs.get(job)
+        if entry is None:
+            return []
+        job_id = planner_job_id(job, entry.slot)
+        if not any(t.group == group for t in self.planner.bcast.of_job(job_id)):
+            return []
+        return self.planner.close_bcast(job_id, group)
 
     def _join(self, job: str, rank: int, nprocs: int, host: str) -> Answer:
         new = job not in self.hub.jobs or rank not in self.hub.jobs[job].hosts
@@ -256,6 +334,18 @@ def _collective(obj: Any) -> Collective:
         return Collective(obj["name"], comm=tuple(comm) if comm is not None else None, **ints)
     except RoutingError as exc:  # an unknown collective name
         raise ConfigError(f"collective {quoted(obj)}: {exc}") from None
+
+
+def _comm(ranks: Any, nprocs: int) -> tuple[int, ...]:
+    """A broadcast's ranks: a non-empty list of distinct world ranks of the job."""
+    if not isinstance(ranks, list) or not 1 <= len(ranks) <= MAX_COMM_RANKS:
+        raise ConfigError(f"ranks must be a list of 1..{MAX_COMM_RANKS} world ranks")
+    if not all(_is_int(r) and 0 <= r < nprocs for r in ranks):
+        bad = next(r for r in ranks if not _is_int(r) or not 0 <= r < nprocs)
+        raise ConfigError(f"rank {quoted(bad)} is not a world rank 0..{nprocs - 1}")
+    if len(set(ranks)) != len(ranks):
+        raise ConfigError("ranks: a rank is named twice")
+    return tuple(sorted(ranks))
 
 
 def _is_int(v: Any) -> bool:

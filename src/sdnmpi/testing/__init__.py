@@ -10,12 +10,20 @@ from __future__ import annotations
 
 from sdnmpi.testing.clock import FakeClock
 from sdnmpi.testing.discovery import discover
-from sdnmpi.testing.ofnetwork import FakeOFNetwork, FakeOFNetworkError, Step, Trace, matches
+from sdnmpi.testing.ofnetwork import (
+    FakeOFNetwork,
+    FakeOFNetworkError,
+    Spread,
+    Step,
+    Trace,
+    matches,
+)
 
 __all__ = [
     "FakeClock",
     "FakeOFNetwork",
     "FakeOFNetworkError",
+    "Spread",
     "Step",
     "Trace",
     "discover",

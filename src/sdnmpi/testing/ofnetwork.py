@@ -12,19 +12,31 @@ from a host until it reaches a host, is dropped, goes to the controller, is
 copied to several ports (a flood) or loops, rewriting the packet as the rules'
 ``set_field`` actions say (so a tagged packet arrives with its real MAC);
 :meth:`FakeOFNetwork.trace_packet_out` follows a controller's packet-out the same way.
+
+Groups of type ALL (:class:`~sdnmpi.controller.flows.GroupMod`) are held per switch as
+OpenFlow 1.3 and Open vSwitch hold them: ``add`` of an existing group, ``modify`` of a
+missing one, a group beyond the switch's ``max_groups`` and a flow pointing to a missing
+group are refused with an error (recorded in :attr:`FakeOFNetwork.errors`, the message
+not applied, as the switch answers ``OFPT_ERROR``); deleting a group deletes the flows
+that point to it.  :meth:`FakeOFNetwork.spread` follows every copy of a packet a group
+makes (a switch-replicated broadcast) and counts where the copies end.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from sdnmpi.controller.flows import (
+    OFPG_ALL,
     OFPP_CONTROLLER,
     OFPTT_ALL,
     Barrier,
     FlowRule,
+    Group,
+    GroupMod,
     Match,
     Message,
     Output,
@@ -72,14 +84,38 @@ class Trace:
         return tuple(s.dpid for s in self.steps)
 
 
-class FakeOFNetwork:
-    """Flow tables for every switch of ``topology`` (see module docstring)."""
+@dataclass
+class Spread:
+    """Where the copies of one packet went (:meth:`FakeOFNetwork.spread`).
 
-    def __init__(self, topology: Topology) -> None:
+    ``delivered`` counts the copies each host received; ``dropped`` the copies no rule
+    (or no link) carried on; ``controller`` those sent to the controller; ``loop`` is
+    set when a copy came back to a (switch, port) it had crossed.
+    """
+
+    delivered: Counter[str] = field(default_factory=Counter)
+    dropped: int = 0
+    controller: int = 0
+    loop: bool = False
+    steps: list[Step] = field(default_factory=list)
+
+
+class FakeOFNetwork:
+    """Flow and group tables for every switch of ``topology`` (see module docstring).
+
+    ``max_groups``: groups a switch can hold (``None``: no limit), as a switch's
+    "out of groups" error.
+    """
+
+    def __init__(self, topology: Topology, max_groups: int | None = None) -> None:
         self.topology = topology
         self.tables: dict[int, dict[int, dict[TableKey, FlowRule]]] = {
             s.dpid: {} for s in topology.switches
         }
+        self.groups: dict[int, dict[int, tuple[int, ...]]] = {s.dpid: {} for s in topology.switches}
+        self.max_groups = max_groups
+        #: Messages a switch refused, with the reason (``OFPT_ERROR`` replies).
+        self.errors: list[tuple[Message, str]] = []
         self.packet_outs: list[PacketOut] = []
         self.barriers = 0
         self._peer = {(a.src, a.src_port): (a.dst, a.dst_port) for a in topology.arcs}
@@ -94,6 +130,8 @@ class FakeOFNetwork:
             elif isinstance(msg, PacketOut):
                 self._switch(msg.dpid)
                 self.packet_outs.append(msg)
+            elif isinstance(msg, GroupMod):
+                self._group_mod(msg)
             else:
                 self._flow_mod(msg)
 
@@ -102,9 +140,34 @@ class FakeOFNetwork:
             raise FakeOFNetworkError(f"no switch with dpid {dpid} in {self.topology.name!r}")
         return self.tables[dpid]
 
+    def _group_mod(self, mod: GroupMod) -> None:
+        self._switch(mod.dpid)
+        groups = self.groups[mod.dpid]
+        if mod.command == "delete":
+            gone = set(groups) if mod.group_id == OFPG_ALL else {mod.group_id} & set(groups)
+            for gid in gone:
+                del groups[gid]
+            for table in self.tables[mod.dpid].values():
+                for key in [k for k, r in table.items() if _groups_of(r) & gone]:
+                    del table[key]
+        elif mod.command == "add" and mod.group_id in groups:
+            self.errors.append((mod, "group exists"))
+        elif mod.command == "add" and self.max_groups is not None:
+            if len(groups) >= self.max_groups:
+                self.errors.append((mod, "out of groups"))
+            else:
+                groups[mod.group_id] = mod.ports
+        elif mod.command == "modify" and mod.group_id not in groups:
+            self.errors.append((mod, "unknown group"))
+        else:
+            groups[mod.group_id] = mod.ports
+
     def _flow_mod(self, rule: FlowRule) -> None:
         tables = self._switch(rule.dpid)
-        if rule.command == "add":
+        missing = _groups_of(rule) - set(self.groups[rule.dpid])
+        if rule.command == "add" and missing:
+            self.errors.append((rule, f"bad out group {sorted(missing)}"))
+        elif rule.command == "add":
             tables.setdefault(rule.table_id, {})[(rule.priority, rule.match)] = rule
         elif rule.command == "delete_strict":
             table = tables.get(rule.table_id, {})
@@ -152,6 +215,9 @@ class FakeOFNetwork:
                 out.append((action.port, packet))
             elif isinstance(action, ToController):
                 out.append((OFPP_CONTROLLER, packet))
+            elif isinstance(action, Group):
+                ports = self.groups[dpid].get(action.group_id, ())
+                out += [(port, packet) for port in ports]
         return out
 
     def output_ports(self, dpid: int, packet: Packet, in_port: int) -> tuple[int, ...]:
@@ -180,6 +246,45 @@ class FakeOFNetwork:
         if self.topology.is_host(peer[0]):
             return Trace(tuple(steps), "delivered", peer[0], packet)
         return self._follow(peer[0], peer[1], packet, steps, max_hops)
+
+    def spread(self, src_host: str, packet: Packet, max_copies: int = 4096) -> Spread:
+        """Follow every copy of ``packet`` sent by ``src_host`` (groups copy it)."""
+        switch, port = self.topology.attachment(src_host)
+        out = Spread()
+        todo = [(switch, port, packet)]
+        seen: set[tuple[str, int, Packet]] = set()
+        while todo and len(out.steps) < max_copies:
+            switch, port, pkt = todo.pop()
+            if (switch, port, pkt) in seen:
+                out.loop = True
+                continue
+            seen.add((switch, port, pkt))
+            dpid = self.topology.switch(switch).dpid
+            outs = self.forward(dpid, port, pkt)
+            out.dropped += not outs
+            for out_port, copy in outs:
+                if out_port == OFPP_CONTROLLER:
+                    out.controller += 1
+                    continue
+                out.steps.append(Step(dpid, port, out_port))
+                peer = self._peer.get((switch, out_port))
+                if peer is None:
+                    out.dropped += 1
+                elif self.topology.is_host(peer[0]):
+                    out.delivered[peer[0]] += 1
+                else:
+                    todo.append((peer[0], peer[1], copy))
+        out.loop = out.loop or bool(todo)
+        return out
+
+    def group_table(self, dpid: int) -> dict[int, tuple[int, ...]]:
+        """Switch ``dpid``'s groups: id -> bucket output ports."""
+        self._switch(dpid)
+        return dict(self.groups[dpid])
+
+    def group_snapshot(self) -> dict[int, dict[int, tuple[int, ...]]]:
+        """Every switch's groups as a comparable value."""
+        return {d: dict(g) for d, g in sorted(self.groups.items())}
 
     def _name(self, dpid: int) -> str:
         self._switch(dpid)
@@ -219,6 +324,10 @@ def _set_field(packet: Packet, action: SetField) -> Packet:
     return replace(packet, eth_src=action.value)
 
 
+def _groups_of(rule: FlowRule) -> set[int]:
+    return {a.group_id for a in rule.actions if isinstance(a, Group)}
+
+
 def _cookie_agrees(rule: FlowRule, selector: FlowRule) -> bool:
     mask = selector.cookie_mask
     return rule.cookie & mask == selector.cookie & mask
@@ -244,5 +353,7 @@ def matches(match: Match, in_port: int, packet: Packet) -> bool:
         (match.ip_proto, packet.ip_proto),
         (match.tp_src, packet.tp_src),
         (match.tp_dst, packet.tp_dst),
+        (match.ipv4_src, packet.ipv4_src),
+        (match.ipv4_dst, packet.ipv4_dst),
     )
     return all(want is None or want == have for want, have in pairs)

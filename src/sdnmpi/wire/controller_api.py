@@ -47,9 +47,18 @@ TAG_OPS: Final[dict[str, frozenset[str]]] = {
     "tag_leave": frozenset({"op", "job", "rank"}),
     "tag_collectives": frozenset({"op", "job", "collectives"}),
     "tag_push": frozenset({"op", "job", "collective"}),
+    "tag_bcast_open": frozenset({"op", "job", "root", "ranks"}),
+    "tag_bcast_close": frozenset({"op", "job", "group"}),
 }
 #: Tag ops that change what the controller's job store keeps (``tag_conn`` only asks).
-PERSISTED_TAG_OPS: Final = ("tag_join", "tag_leave", "tag_collectives", "tag_push")
+PERSISTED_TAG_OPS: Final = (
+    "tag_join",
+    "tag_leave",
+    "tag_collectives",
+    "tag_push",
+    "tag_bcast_open",
+    "tag_bcast_close",
+)
 #: Measurement jobs: per-pair byte counters (:mod:`sdnmpi.controller.measure`).
 MEASURE_OPS: Final[dict[str, frozenset[str]]] = {
     "measure_start": frozenset({"op", "job_id", "hosts"}),
@@ -136,6 +145,16 @@ class Installed:
     flow_mods: int
     switches: int
     seconds: float
+
+
+@dataclass(frozen=True)
+class BcastGroup:
+    """``tag_bcast_open``'s reply: where the root sends (``group``:``port``), and whether
+    the tree existed already (``cached``)."""
+
+    group: str
+    port: int
+    cached: bool
 
 
 def connect_unix(
@@ -271,6 +290,20 @@ class Client:
         installed before (cached)."""
         reply = self.request({"op": "tag_push", "job": job, "collective": collective})
         return bool(reply.get("cached"))
+
+    def tag_bcast_open(self, job: str, root: int, ranks: Sequence[int]) -> BcastGroup:
+        """The switch-replicated broadcast tree of ``job``'s ``ranks`` (world ranks) from
+        ``root``: its group address and UDP port, once every switch confirmed it."""
+        req = {"op": "tag_bcast_open", "job": job, "root": root, "ranks": list(ranks)}
+        reply = self.request(req)
+        group, port = reply.get("group"), reply.get("port")
+        if not isinstance(group, str) or isinstance(port, bool) or not isinstance(port, int):
+            raise self._unreachable(f"bad tag_bcast_open reply: {reply}")
+        return BcastGroup(group, port, bool(reply.get("cached")))
+
+    def tag_bcast_close(self, job: str, group: str) -> None:
+        """Remove ``job``'s broadcast tree of ``group``."""
+        self.request({"op": "tag_bcast_close", "job": job, "group": group})
 
     # --- measurement jobs ---
     def measure_start(self, job_id: int, hosts: Sequence[str]) -> dict[str, Any]:
