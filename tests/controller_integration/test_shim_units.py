@@ -8,8 +8,8 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser  # type: ignore[import-untyped]
 from os_ken.ofproto.ofproto_protocol import ProtocolDesc  # type: ignore[import-untyped]
 
-from sdnmpi.controller import ofcodec
-from sdnmpi.controller.flows import FlowRule, Match, PacketOut, SetField
+from sdnmpi.controller import layout, ofcodec
+from sdnmpi.controller.flows import FlowRule, GroupMod, Match, PacketOut, SetField
 from sdnmpi.controller.packets import arp_request
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.portstats import PortStats
@@ -113,3 +113,48 @@ def test_port_stats_rates_resets_and_files(tmp_path):
     assert len(lines) == 3
     with pytest.raises(ConfigError):
         PortStats(history=0)
+
+
+def _bcast_planner() -> tuple[Planner, list[FlowRule], list[GroupMod]]:
+    """A planner on leaf_spine(2, 2, 2) holding one broadcast tree h1 -> h2, h3, h4."""
+    planner, _ = _full_planner()
+    _, msgs = planner.open_bcast(0x2A, 0, {0: "h1", 1: "h2", 2: "h3", 3: "h4"})
+    rules = [m for m in msgs if isinstance(m, FlowRule)]
+    groups = [m for m in msgs if isinstance(m, GroupMod)]
+    assert len(rules) == len(groups) > 1
+    return planner, rules, groups
+
+
+def test_broadcast_rules_and_groups_round_trip_through_os_ken_messages():
+    dp = _dp()
+    _, rules, groups = _bcast_planner()
+    for rule in rules:
+        mod = ofcodec.flow_mod(dp, rule)
+        mod.serialize()
+        assert ofcodec.rule_from_stats(rule.dpid, _stats_of(mod)) == rule
+        assert rule.match.ipv4_dst is not None and rule.priority == layout.PRIORITY_BCAST
+    for group in groups:
+        mod = ofcodec.group_mod(dp, group)
+        mod.serialize()
+        assert (mod.command, mod.type, mod.group_id) == (
+            ofproto_v1_3.OFPGC_ADD, ofproto_v1_3.OFPGT_ALL, group.group_id
+        )  # fmt: skip
+        desc = ofproto_v1_3_parser.OFPGroupDescStats(mod.type, mod.group_id, mod.buckets)
+        foreign = ofproto_v1_3_parser.OFPGroupDescStats(mod.type, 7, mod.buckets)
+        assert ofcodec.groups_from_desc(group.dpid, [desc, foreign]) == {group.group_id: group}
+    for command in ("modify", "delete"):
+        ports = groups[0].ports if command == "modify" else ()
+        mod = ofcodec.group_mod(dp, GroupMod(1, groups[0].group_id, command, ports))
+        mod.serialize()
+        assert mod.command == getattr(ofproto_v1_3, f"OFPGC_{command.upper()}")
+
+
+def test_a_group_the_controller_does_not_make_reads_as_unknown():
+    parser = ofproto_v1_3_parser
+    gid = layout.bcast_group_id(3)
+    two = parser.OFPBucket(actions=[parser.OFPActionOutput(1, 0), parser.OFPActionOutput(2, 0)])
+    select = parser.OFPGroupDescStats(ofproto_v1_3.OFPGT_SELECT, gid, [])
+    odd = parser.OFPGroupDescStats(ofproto_v1_3.OFPGT_ALL, gid + 1, [two])
+    assert ofcodec.groups_from_desc(1, [select, odd]) == {gid: None, gid + 1: None}
+    assert ofcodec.error_text(6, 3) == "OFPET_GROUP_MOD_FAILED/OFPGMFC_OUT_OF_GROUPS"
+    assert ofcodec.error_text(99, 1) == "type 99/code 1"

@@ -62,6 +62,20 @@ def run_command(
         help="Which module routes which MPI primitive's tagged packets, e.g. "
         "'unisonflow' or 'bcast=pinned:spine1,reduce=pinned:spine2' (default: standard).",
     ),
+    bcast_pool: str = typer.Option(
+        "239.192.0.0/16",
+        "--bcast-pool",
+        help="IPv4 multicast network the switch-replicated broadcast trees' groups come from.",
+    ),
+    bcast_port: int = typer.Option(
+        47000, "--bcast-port", help="UDP port the broadcast trees' datagrams use."
+    ),
+    bcast_max_trees: int = typer.Option(
+        64, "--bcast-max-trees", help="Broadcast trees one job may hold."
+    ),
+    bcast_max_groups: int = typer.Option(
+        1024, "--bcast-max-groups", help="Broadcast trees (OpenFlow groups) per switch."
+    ),
     state_file: Path | None = typer.Option(
         None,
         "--state-file",
@@ -71,6 +85,7 @@ def run_command(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
 ) -> None:
     """Run the controller until SIGTERM or Ctrl-C."""
+    from sdnmpi.controller.bcasttrees import BcastConfig
     from sdnmpi.controller.jobstore import JobStore, StoredState
     from sdnmpi.controller.launcher import ListenConfig, run
     from sdnmpi.controller.oskenapp import AppSettings
@@ -85,8 +100,13 @@ def run_command(
         format="%(asctime)s %(name)s %(levelname)s: %(message)s",
     )
     model = catalog.load_topology(topology) if topology is not None else None
+    bcast = BcastConfig(bcast_pool, bcast_port, bcast_max_trees, bcast_max_groups)
     config = PlannerConfig(
-        router=router, fallback_router=fallback_router, tag_budget=tag_budget, primitives=primitives
+        router=router,
+        fallback_router=fallback_router,
+        tag_budget=tag_budget,
+        primitives=primitives,
+        bcast=bcast,
     )
     planner = Planner(model, config)
     store = JobStore(state_file) if state_file is not None else None

@@ -120,25 +120,27 @@ class TagService:
         """Take back a :meth:`snapshot` (controller start, before the first sync).
 
         Each job is restored on its own: a malformed or no longer routable job is
-        dropped with a :class:`ConfigError` naming it, after the others.
+        dropped with a :class:`ConfigError` naming it, after the others; so is a
+        broadcast tree (its job stays).  A job's trees are back before its rules are
+        computed, so their rules are never deleted in between.
         """
         msgs: list[Message] = []
         dropped: list[str] = []
         for job, obj in sorted(doc.items()):
             try:
-                msgs += self._restore_job(job, obj)
+                msgs += self._restore_job(job, obj, dropped)
             except (ConfigError, RoutingError, KeyError, TypeError, ValueError) as exc:
-                self.hub.jobs.pop(job, None)
+                entry = self.hub.jobs.pop(job, None)
+                if entry is not None:
+                    self.planner.bcast.close_job(planner_job_id(job, entry.slot))
                 self.collectives.pop(job, None)
                 self.registered.pop(job, None)
                 dropped.append(f"{job}: {exc}")
-                continue
-            dropped += self._restore_trees(job, obj.get("bcast", []))
         if dropped:
             raise RestoreError(msgs, dropped)
         return msgs
 
-    def _restore_job(self, job: str, obj: Any) -> list[Message]:
+    def _restore_job(self, job: str, obj: Any, dropped: list[str]) -> list[Message]:
         keys = {"slot", "nprocs", "hosts", "collectives"}
         if not isinstance(obj, dict) or not keys <= set(obj) <= {*keys, "bcast"}:
             raise ConfigError("want slot, nprocs, hosts and collectives (and bcast)")
@@ -151,6 +153,7 @@ class TagService:
         self.hub.jobs[job] = ReportedJob(job, slot, nprocs)
         for rank, host in obj["hosts"].items():
             self.hub.join(job, int(rank), nprocs, _text({"host": host}, "host"))
+        dropped += self._restore_trees(job, obj.get("bcast", []))
         return self._register(job) if self.hub.jobs[job].complete else []
 
     def _restore_trees(self, job: str, trees: Any) -> list[str]:

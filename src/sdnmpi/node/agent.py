@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import ipaddress
 import json
 import logging
 import os
@@ -66,6 +67,15 @@ class TagHubApi(Protocol):
         """Install one collective call's routes now (push mode); the hub's reply."""
         ...
 
+    def bcast_open(self, job: str, root: int, ranks: list[int]) -> dict[str, Any]:
+        """A switch-replicated broadcast tree of ``ranks`` from ``root``: the reply to
+        the rank (``group`` and ``port``, or ``error``)."""
+        ...
+
+    def bcast_close(self, job: str, group: str) -> dict[str, Any]:
+        """Remove the job's tree of ``group``: the reply to the rank."""
+        ...
+
 
 @dataclass
 class LocalTagHub:
@@ -91,6 +101,12 @@ class LocalTagHub:
 
     def push(self, job: str, collective: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "error": "push mode needs the controller (agent --controller-api)"}
+
+    def bcast_open(self, job: str, root: int, ranks: list[int]) -> dict[str, Any]:
+        return {"ok": False, "error": _NO_CONTROLLER_BCAST}
+
+    def bcast_close(self, job: str, group: str) -> dict[str, Any]:
+        return {"ok": False, "error": _NO_CONTROLLER_BCAST}
 
 
 class RemoteTagHub:
@@ -121,6 +137,30 @@ class RemoteTagHub:
         if cached is None:
             return {"ok": False, "error": "the controller did not install the routes"}
         return {"ok": True, "cached": cached}
+
+    def bcast_open(self, job: str, root: int, ranks: list[int]) -> dict[str, Any]:
+        def ask() -> dict[str, Any]:
+            got = self.api.tag_bcast_open(job, root, ranks)
+            return {"ok": True, "group": got.group, "port": got.port}
+
+        return self._relay("tag_bcast_open", ask)
+
+    def bcast_close(self, job: str, group: str) -> dict[str, Any]:
+        def ask() -> dict[str, Any]:
+            self.api.tag_bcast_close(job, group)
+            return {"ok": True}
+
+        return self._relay("tag_bcast_close", ask)
+
+    def _relay(self, op: str, ask: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``ask()``, or the controller's reason as the rank's one-line error."""
+        try:
+            return ask()
+        except controller_api.ControllerRefusedError as exc:
+            return {"ok": False, "error": str(exc.reply.get("error", "refused"))}
+        except controller_api.ControllerUnreachableError as exc:
+            self._warn("down", f"controller unreachable ({exc})")
+            return {"ok": False, "error": f"{op}: the controller is unreachable"}
 
     def close(self) -> None:
         self.api.close()
@@ -308,6 +348,8 @@ class Agent:
             if not isinstance(req["collective"], dict):
                 raise AgentError("collective must be an object")
             return self.hub.push(reg.job, req["collective"]), []
+        if op in ("bcast_open", "bcast_close"):
+            return self._bcast(pid, op, req), []
         if op == "unregister":
             _keys(req, {"op"})
             return {"ok": self._unregister(pid) is not None}, []
@@ -344,6 +386,22 @@ class Agent:
             "listen_ports": listen,
         }
         return reply, [fd]
+
+    def _bcast(self, pid: int, op: str, req: dict[str, Any]) -> dict[str, Any]:
+        """A registered rank's ``bcast_open`` / ``bcast_close``, checked, relayed to the
+        controller for the rank's own job (docs/agent-protocol.md)."""
+        reg = self.core.registration(pid)
+        if reg is None:
+            raise AgentError(f"process {pid} is not registered: register first")
+        if op == "bcast_close":
+            _keys(req, {"op", "group"})
+            return self.hub.bcast_close(reg.job, _multicast_group(req["group"]))
+        _keys(req, {"op", "comm", "root"})
+        comm, root = _bcast_comm(req["comm"], reg.nprocs), req["root"]
+        if not _ints(root) or root not in comm:
+            raise AgentError(f"bcast_open: root {root!r} is not a rank of comm")
+        log.info("job %s rank %d: bcast_open root %d, %d ranks", reg.job, reg.rank, root, len(comm))
+        return self.hub.bcast_open(reg.job, root, comm)
 
     def _unregister(self, pid: int) -> Registration | None:
         reg, ops = self.core.unregister(pid)
@@ -468,6 +526,36 @@ def _keys(req: dict[str, Any], required: set[str], optional: set[str] | None = N
 
 def _ints(*values: Any) -> bool:
     return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+
+
+#: The most ranks a broadcast's communicator may have (a job has at most 4096).
+MAX_BCAST_RANKS = 4096
+_NO_CONTROLLER_BCAST = "switch-replicated broadcasts need the controller (agent --controller-api)"
+
+
+def _bcast_comm(comm: Any, nprocs: int) -> list[int]:
+    """A communicator's world ranks: a non-empty list of distinct ranks of the job."""
+    if not isinstance(comm, list) or not comm:
+        raise AgentError("bcast_open: comm must be a non-empty list of world ranks")
+    if len(comm) > min(nprocs, MAX_BCAST_RANKS):
+        raise AgentError(f"bcast_open: comm has {len(comm)} ranks, the job {nprocs}")
+    bad = next((r for r in comm if not _ints(r) or not 0 <= r < nprocs), None)
+    if bad is not None or any(not _ints(r) for r in comm):
+        raise AgentError(f"bcast_open: comm rank {bad!r} is not a world rank 0..{nprocs - 1}")
+    if len(set(comm)) != len(comm):
+        raise AgentError("bcast_open: a rank is in comm twice")
+    return list(comm)
+
+
+def _multicast_group(group: Any) -> str:
+    """An IPv4 multicast address, as text."""
+    try:
+        addr = ipaddress.IPv4Address(group) if isinstance(group, str) else None
+    except ValueError:
+        addr = None
+    if addr is None or not addr.is_multicast:
+        raise AgentError(f"bcast_close: group {str(group)[:40]!r} is not an IPv4 multicast address")
+    return str(addr)
 
 
 def _rank_table(rows: Any) -> RankEndpoints:
