@@ -227,3 +227,27 @@ def test_a_tree_survives_a_controller_restart_and_goes_with_its_job(fabric: Fabr
     assert _bcast_flows(plan) == {}
     assert all(not g for g in _groups(plan).values())
     assert JOB not in json.loads(ctl.state_path.read_text())["tagged"]
+
+
+def test_a_switch_refusing_a_group_fails_the_tree_and_takes_it_back(fabric: Fabric) -> None:
+    """leaf2 already holds a group with the id the next tree gets (added behind the
+    controller's back): OVS answers the tree's group-mod with OFPGMFC_GROUP_EXISTS, the
+    request fails with that reason, and every switch is left without the tree."""
+    plan, ctl = fabric.plan, fabric.controller
+    _join(ctl)
+    leaf2 = _bridge(plan, "leaf2")
+    gid = 0x5D000001  # the pool's first address: no tree holds it now
+    ofctl(plan, "add-group", leaf2, f"group_id={gid},type=all,bucket=output:1")
+    req = {"op": "tag_bcast_open", "job": JOB, "root": 0, "ranks": [0, 2, 4]}
+    reply = api(ctl, req)
+    print(f"\nrefused: {reply}")
+    assert reply["ok"] is False
+    assert "OFPGMFC_GROUP_EXISTS" in str(reply["error"]) and "removed again" in str(reply["error"])
+    assert _bcast_flows(plan) == {}
+    assert all(not g for g in _groups(plan).values())
+    assert "bcast" not in json.loads(ctl.state_path.read_text())["tagged"][JOB]
+    again = api(ctl, req)  # the id is free now
+    assert again["ok"] is True and _bcast_flows(plan)
+    for rank in range(len(HOSTS)):
+        assert api(ctl, {"op": "tag_leave", "job": JOB, "rank": rank})["ok"] is True
+    assert _bcast_flows(plan) == {} and all(not g for g in _groups(plan).values())

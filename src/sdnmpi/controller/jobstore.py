@@ -19,7 +19,10 @@ Format (``sdnmpi.controller-jobs/2``; version 1 files, without ``tagged``, are r
                                         "type_bytes": 8, "comm": null}]}}}
 
 ``tagged`` is the tag service's snapshot (validated when it is restored, see
-:meth:`sdnmpi.controller.tagservice.TagService.restore`).
+:meth:`sdnmpi.controller.tagservice.TagService.restore`); a job with switch-replicated
+broadcast trees also has ``bcast``, a list of
+:meth:`~sdnmpi.controller.bcasttrees.BcastTree.to_dict` objects (a controller older than
+them drops such a job when it restores).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 :func:`decode` parses an untrusted Ethernet frame (packet-in data) into a
 :class:`Packet`, checking every length first and returning ``None`` for what it
 cannot parse; :meth:`Packet.encode` builds a frame (the proxy-ARP reply).  Only
-Ethernet II, ARP over IPv4, and the IPv4 protocol and TCP/UDP ports are read:
+Ethernet II, ARP over IPv4, and the IPv4 addresses, protocol and TCP/UDP ports are read:
 everything the rules match on.
 
 >>> p = arp_reply("02:00:00:00:00:02", "10.0.0.2", "02:00:00:00:00:01", "10.0.0.1")

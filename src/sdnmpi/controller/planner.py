@@ -320,11 +320,7 @@ class Planner:
 
     # -- broadcast trees -----------------------------------------------------------------
     def open_bcast(
-        self,
-        job_id: int,
-        root_rank: int,
-        hosts: Mapping[int, str],
-        load: PortLoad | None = None,
+        self, job_id: int, root_rank: int, hosts: Mapping[int, str], load: PortLoad | None = None
     ) -> tuple[BcastTree, list[Message]]:
         """The broadcast tree of job ``job_id``'s ranks (``hosts``: rank -> host) from
         ``root_rank``, and the messages installing it (none if it existed).  Checked
