@@ -121,6 +121,7 @@ def test_typed_replies(serve: Callable[..., Server]) -> None:
             "tag_join": {"job_slot": 9},
             "tag_conn": {"peer": None},
             "tag_push": {"cached": True},
+            "tag_bcast_open": {"group": "239.192.0.3", "port": 47000, "cached": False},
         }
         return json.dumps({"ok": True, **replies.get(req["op"], {})}).encode() + b"\n"
 
@@ -130,6 +131,25 @@ def test_typed_replies(serve: Callable[..., Server]) -> None:
     assert api.tag_join("j", 0, 4, "h1") == 9
     assert api.tag_conn("j", 0, "10.0.0.1:4000", "10.0.0.2:5000") is None
     assert api.tag_push("j", {"name": "bcast"}) is True
+    got = api.tag_bcast_open("j", 1, [0, 1, 2])
+    assert got == controller_api.BcastGroup("239.192.0.3", 47000, cached=False)
+    api.tag_bcast_close("j", "239.192.0.3")
+
+
+def test_bcast_requests_have_their_ops_keys_and_bad_replies_are_unreachable(
+    serve: Callable[..., Server],
+) -> None:
+    srv = serve(lambda req: b'{"ok": true, "group": 5, "port": 47000}\n')
+    api = Client(srv.path)
+    with pytest.raises(ControllerUnreachableError, match="bad tag_bcast_open reply"):
+        api.tag_bcast_open("j", 0, (0, 1))
+    api.tag_bcast_close("j", "239.192.0.1")
+    assert srv.requests == [
+        {"op": "tag_bcast_open", "job": "j", "root": 0, "ranks": [0, 1]},
+        {"op": "tag_bcast_close", "job": "j", "group": "239.192.0.1"},
+    ]
+    for req in srv.requests:
+        assert set(req) == controller_api.OPS[req["op"]]
 
 
 def test_a_refusal_carries_the_op_and_the_reason(serve: Callable[..., Server]) -> None:

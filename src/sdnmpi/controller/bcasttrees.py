@@ -196,7 +196,9 @@ class BcastTrees:
             raise RoutingError("the fabric is not discovered yet")
         if len(self.of_job(job_id)) >= self.config.max_trees_per_job:
             cap = self.config.max_trees_per_job
-            raise RoutingError(f"job {job_id} has {cap} broadcast trees, the most allowed")
+            raise RoutingError(f"the job has {cap} broadcast trees, the most allowed")
+        if root_rank not in ranks or not set(ranks) <= set(hosts):
+            raise RoutingError(f"root {root_rank} or ranks {list(ranks)[:8]} without a host")
         root = hosts[root_rank]
         receivers = tuple(sorted({hosts[r] for r in ranks} - {root}))
         arcs = _tree_arcs(live, root, receivers, load or {})
