@@ -45,6 +45,12 @@ variables instead of ``hosts x arcs``.  The matrices are built with
 :func:`scipy.optimize.linprog`.  HiGHS's default feasibility tolerance (1e-7)
 applies: ``lambda_p`` may exceed the exact optimum by that relative amount.
 
+Replicated transfers (a phase marked as a switch-replicated broadcast,
+:mod:`sdnmpi.core.routing.replication`) load each arc of their tree once:
+``max_link_busy`` counts one entry per (transfer, arc), and such a phase's
+``lambda_p``, NIC and single-path bounds are those of
+:mod:`sdnmpi.core.routing.multicast_bound` (the multicast flow relaxation).
+
 Most phases need no LP: splitting every node's flow evenly over its shortest
 next hops is a feasible routing whose congestion is an upper bound on
 ``lambda_p``, and the most bytes crossing a tree cut (the hosts below a switch
