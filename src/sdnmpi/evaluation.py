@@ -14,7 +14,16 @@ paths either way.
 
 The lower bound on time assumes phases run one after another (``phases``
 mode); in ``ranks`` mode, where phases overlap, it is the LP bound of all
-phases' bytes together (:func:`collapsed`).  It ignores the MPI library's
+phases' bytes together (:func:`collapsed`).
+
+Broadcasts (``Options.bcast``): ``library`` evaluates the pattern as written (an
+``MPI_Bcast`` is its algorithm's messages); ``replicated`` first puts one
+switch-replicated transfer in place of each ``MPI_Bcast`` call
+(:func:`sdnmpi.core.broadcasts.replicated`, issue 14): each router routes the other
+flows, the transfer goes on a tree grown over what they load
+(:func:`~sdnmpi.core.routing.replication.route_replicated`), and the metric, the
+bound and the simulator load each tree arc once; ``both`` gives both records, the
+replicated ones with ``speedup_vs_library``.  It ignores the MPI library's
 point-to-point protocol (``Options.protocol``, :mod:`sdnmpi.sim.protocol`),
 which only the simulation models: a serializing protocol makes
 ``comm_time_s`` longer, never the bound.
@@ -27,20 +36,26 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 
+from sdnmpi.core import broadcasts
 from sdnmpi.core.pattern import Pattern
 from sdnmpi.core.placement import Placement
-from sdnmpi.core.routing import ROUTERS, Demands, Fabric, Routing, phase_demands, route, validate
+from sdnmpi.core.routing import ROUTERS, Demands, Fabric, Routing, phase_demands, validate
 from sdnmpi.core.routing import bound as lp
+from sdnmpi.core.routing import multicast_bound as mb
+from sdnmpi.core.routing.candidates import host_phases
+from sdnmpi.core.routing.replication import first_use, route_replicated
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError
 from sdnmpi.sim import IDEAL, Protocol, simulate
 
 Granularity = Literal["job", "phase"]
+Bcast = Literal["library", "replicated", "both"]
+BCASTS: tuple[str, ...] = ("library", "replicated", "both")
 SCHEMA = "sdnmpi.evaluation/2"
 BASELINE = "dmodk"
 
@@ -76,6 +91,8 @@ class RouterResult:
     arc_utilization: tuple[float, ...] = field(default=(), repr=False)
     timeline_csv: str = field(default="", repr=False)
     protocol: str = IDEAL.spec
+    bcast: str = "library"
+    speedup_vs_library: float | None = None
 
     @property
     def bound_ratio(self) -> float:
@@ -110,6 +127,8 @@ class RouterResult:
             "route_time_s": self.route_time_s,
             "sim_time_s": self.sim_time_s,
             "protocol": self.protocol,
+            "bcast": self.bcast,
+            "speedup_vs_library": self.speedup_vs_library,
         }
 
 
@@ -118,7 +137,8 @@ class Options:
     """How to evaluate.
 
     ``protocol`` is the MPI library's point-to-point protocol the simulation
-    models (:mod:`sdnmpi.sim.protocol`; :data:`~sdnmpi.sim.IDEAL` by default).
+    models (:mod:`sdnmpi.sim.protocol`; :data:`~sdnmpi.sim.IDEAL` by default);
+    ``bcast`` how ``MPI_Bcast`` calls are evaluated (the module's text).
     """
 
     routers: tuple[str, ...]
@@ -128,6 +148,7 @@ class Options:
     check_paths: bool = True
     timeline: bool = False
     protocol: Protocol = IDEAL
+    bcast: Bcast = "library"
 
 
 def check_routers(names: Sequence[str]) -> tuple[str, ...]:
@@ -148,20 +169,68 @@ def evaluate(
     clock: Callable[[], float],
     progress: Callable[[str], None] = lambda _msg: None,
 ) -> list[RouterResult]:
-    """Every router of ``options`` on one workload, with the shared lower bound."""
+    """Every router of ``options`` on one workload, with the shared lower bound
+    (library and replicated records one after the other with ``bcast="both"``)."""
+    if options.bcast not in BCASTS:
+        raise ConfigError(f"bcast must be one of {', '.join(BCASTS)}, got {options.bcast!r}")
+    if options.bcast != "both":
+        return _evaluate(topology, workload, options, clock, progress)
+    library = _evaluate(topology, workload, replace(options, bcast="library"), clock, progress)
+    ours = _evaluate(topology, workload, replace(options, bcast="replicated"), clock, progress)
+    base = {r.router: r.comm_time_s for r in library}
+    return library + [
+        replace(r, speedup_vs_library=base[r.router] / r.comm_time_s if r.comm_time_s else None)
+        for r in ours
+    ]
+
+
+def _evaluate(
+    topology: Topology,
+    workload: Workload,
+    options: Options,
+    clock: Callable[[], float],
+    progress: Callable[[str], None],
+) -> list[RouterResult]:
     routers = check_routers(options.routers)
     fabric = Fabric(topology)
-    demands = Demands.from_pattern(fabric, workload.pattern, workload.placement)
+    pattern = workload.pattern
+    if options.bcast == "replicated":
+        pattern = broadcasts.replicated(pattern)
+    demands = Demands.from_pattern(fabric, pattern, workload.placement)
     progress(f"{workload.name}: lower bound ({demands.nphases} phases, {len(demands)} flows)")
     bound = lp.pattern_bound(fabric, demands, clock=clock)
     time_bound = bound.lower_bound_s
     if options.mode == "ranks" and demands.nphases > 1:
-        time_bound = lp.pattern_bound(fabric, collapsed(demands), clock=clock).lower_bound_s
+        time_bound = overlapped_bound(fabric, demands, clock)
     results = []
     for name in routers:
         progress(f"{workload.name}: {name}")
         results.append(_one(fabric, demands, workload.name, name, bound, options, clock))
-    return _with_speedups([dataclasses.replace(r, lower_bound_s=time_bound) for r in results])
+    return _with_speedups([replace(r, lower_bound_s=time_bound) for r in results])
+
+
+def overlapped_bound(
+    fabric: Fabric, demands: Demands, clock: Callable[[], float] | None = None
+) -> float:
+    """The lower bound on time when phases may overlap (``ranks`` mode): the LP of
+    all phases' bytes together (:func:`collapsed`), each replicated transfer kept as
+    one (its bytes times its phase's repeat), against the largest least latency."""
+    multicasts, unicast = mb.phase_multicasts(fabric, demands)
+    if not multicasts:
+        return lp.pattern_bound(fabric, collapsed(demands), clock=clock).lower_bound_s
+    rep = demands.phase_repeat
+    every = [
+        mb.Multicast(m.root, m.receivers, m.size_bytes * int(rep[p]))
+        for p, ms in multicasts.items()
+        for m in ms
+    ]
+    s = t = b = np.zeros(0, dtype=np.int64)
+    if len(unicast):
+        hp = host_phases(collapsed(unicast), fabric.nhosts)
+        s, t, b = hp.phase(0)
+    lam = mb.multicast_lambda(fabric, s, t, b, every)[0]
+    latency = max(ph.latency_s for ph in lp.phase_bounds(fabric, demands, single_path=False))
+    return max(lam, latency)
 
 
 def collapsed(demands: Demands) -> Demands:
@@ -234,23 +303,31 @@ def _one(
         arc_utilization=tuple(float(x) for x in _arc_utilization(fabric, demands, routing)),
         timeline_csv=sim.timeline_csv() if options.timeline else "",
         protocol=options.protocol.spec,
+        bcast=options.bcast,
     )
 
 
 def _arc_utilization(fabric: Fabric, demands: Demands, routing: Routing) -> np.ndarray:
-    """Seconds of load per arc over the pattern (bytes * 8 / capacity), for heat maps."""
-    return routing.arc_bytes(demands, fabric) * 8.0 / fabric.capacity_bps
+    """Seconds of load per arc over the pattern (bytes * 8 / capacity), for heat maps;
+    a replicated transfer loads each arc of its tree once."""
+    mask = routing.arcs >= 0
+    flow, arc = np.nonzero(mask)[0], routing.arcs[mask]
+    once = first_use(demands, flow, arc)
+    weight = (demands.size_bytes * demands.phase_repeat[demands.phase])[flow[once]]
+    load = np.bincount(arc[once], weights=weight.astype(np.float64), minlength=fabric.narcs)
+    out: np.ndarray = load * 8.0 / fabric.capacity_bps
+    return out
 
 
 def _route(name: str, fabric: Fabric, demands: Demands, options: Options) -> Routing:
     if options.granularity == "job" or demands.nphases <= 1:
-        return route(name, fabric, demands, seed=options.seed)
+        return route_replicated(name, fabric, demands, seed=options.seed)
     width = 0
     parts: list[tuple[np.ndarray, np.ndarray]] = []
     for p in range(demands.nphases):
         rows = np.flatnonzero(demands.phase == p)
         if rows.size:
-            sub = route(name, fabric, phase_demands(demands, p), seed=options.seed)
+            sub = route_replicated(name, fabric, phase_demands(demands, p), seed=options.seed)
             parts.append((rows, sub.arcs))
             width = max(width, sub.arcs.shape[1])
     arcs = np.full((len(demands), width), -1, dtype=np.int64)

@@ -226,3 +226,68 @@ def test_collapsed_demands_keep_the_message_size():
     c = evaluation.collapsed(d)
     assert (c.size_bytes.tolist(), c.message_counts.tolist()) == ([3000], [12])
     assert c.message_bytes.tolist() == d.message_bytes.tolist() == [250.0]
+
+
+BCAST_GOLDEN = Path(__file__).parent / "golden" / "evaluate-bcast-both.json"
+BCAST_ARGS = [
+    "evaluate",
+    "--topology",
+    "allreduce28",
+    "--workload",
+    "bcast:nprocs=8,bytes=1048576,library=openmpi",
+    "--workload",
+    "allreduce:nprocs=8,bytes=65536",
+    "--routers",
+    "dmodk,ours",
+    "--bcast",
+    "both",
+    "--json",
+]
+
+
+def test_bcast_both_matches_golden_file_and_replicated_wins_the_bcast(capsys):
+    code, out, err = run(capsys, *BCAST_ARGS)
+    assert code == 0, err
+    doc = json.loads(out)
+    for rec in doc["records"]:
+        for key in TIMINGS:
+            assert rec.pop(key) >= 0
+    if os.environ.get("SDNMPI_REGEN_GOLDEN"):
+        BCAST_GOLDEN.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    assert doc == json.loads(BCAST_GOLDEN.read_text())
+    recs = {(r["workload"].split(":")[0], r["router"], r["bcast"]): r for r in doc["records"]}
+    assert len(recs) == 8
+    for router in ("dmodk", "ours"):
+        lib, rep = recs[("bcast", router, "library")], recs[("bcast", router, "replicated")]
+        assert lib["speedup_vs_library"] is None
+        # Open MPI's binomial tree: the root's link carries 1 MiB three times
+        assert rep["speedup_vs_library"] == pytest.approx(3.0, rel=0.01)
+        assert rep["max_link_busy_s"] == pytest.approx(8 * 2**20 / 1e9)
+        assert rep["lower_bound_s"] <= rep["comm_time_s"] * (1 + 1e-9)
+        assert rep["flows"] == 7 and rep["phases"] == 1
+        same = recs[("allreduce", router, "replicated")]  # no Bcast: nothing changes
+        assert same["speedup_vs_library"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("mode", ["phases", "ranks"])
+def test_bcast_replicated_inside_a_workload_bounds_and_simulates(mode: str):
+    """A Bcast between two Allreduces: the replicated records never lose to the
+    library's, and in ranks mode the bound still holds with the tree counted once."""
+    from sdnmpi import catalog
+    from sdnmpi.core.pattern import concat
+
+    topo = leaf_spine(2, 4, 2)
+    ar = catalog.load_pattern("allreduce:nprocs=8,bytes=262144")
+    bc = catalog.load_pattern("bcast:nprocs=8,bytes=4194304,library=mpich,root=5")
+    work = evaluation.Workload(
+        "mix", concat("mix", [ar, bc, ar]), Placement(tuple(h.name for h in topo.hosts))
+    )
+    opts = evaluation.Options(("dmodk", "ours"), mode=mode, bcast="both")  # type: ignore[arg-type]
+    out = evaluation.evaluate(topo, work, opts, clock=lambda: 0.0)
+    lib = {r.router: r for r in out if r.bcast == "library"}
+    rep = {r.router: r for r in out if r.bcast == "replicated"}
+    for router, r in rep.items():
+        assert r.comm_time_s < lib[router].comm_time_s
+        assert r.lower_bound_s <= r.comm_time_s * (1 + 1e-9)
+        assert r.lp_max_link_busy_s <= r.max_link_busy_s * (1 + 1e-9)
+        assert r.phases == lib[router].phases - len(bc.phases) + 1

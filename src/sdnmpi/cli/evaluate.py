@@ -48,6 +48,12 @@ def evaluate(
         f"{', '.join(PROTOCOLS)}, or "
         "NAME:eager=BYTES,exchange=serialized|concurrent|partial[,duplex=RATIO][,release=pair|sender].",
     ),
+    bcast: str = typer.Option(
+        "library",
+        "--bcast",
+        help="MPI_Bcast calls: library (their algorithm's messages), replicated (one "
+        "switch-replicated transfer on a tree, issue 14) or both (records of each).",
+    ),
     side: str = typer.Option("tx", "--side", help="pfprof traces: tx or rx matrices."),
     as_json: bool = typer.Option(False, "--json", help="Print the stable JSON document."),
     plot: Path | None = typer.Option(
@@ -65,6 +71,7 @@ def evaluate(
         seed,
         timeline=timeline is not None,
         protocol=parse_protocol(protocol),
+        bcast=_choice(bcast, evaluation.BCASTS, "--bcast"),  # type: ignore[arg-type]
     )
     for where, option in ((plot, "--plot"), (timeline, "--timeline")):
         if where is not None:
@@ -138,13 +145,14 @@ def routers_command() -> None:
 def _render(results: list[evaluation.RouterResult], topo: str, plots: list[str]) -> None:
     by_workload: dict[str, list[evaluation.RouterResult]] = {}
     for r in results:
-        by_workload.setdefault(r.workload, []).append(r)
+        key = r.workload if r.bcast == "library" else f"{r.workload} [bcast {r.bcast}]"
+        by_workload.setdefault(key, []).append(r)
     for name, rows in by_workload.items():
         first = rows[0]
+        vs_library = any(r.speedup_vs_library is not None for r in rows)
+        columns = ["router", "comm time", "vs D-mod-K", *(["vs library"] if vs_library else [])]
         table = Table(
-            "router",
-            "comm time",
-            "vs D-mod-K",
+            *columns,
             "max link util",
             "/ LP",
             "time / bound",
@@ -154,11 +162,11 @@ def _render(results: list[evaluation.RouterResult], topo: str, plots: list[str])
             + ("" if first.protocol == "ideal" else f"; protocol {first.protocol}"),
         )
         for r in rows:
-            speed = f"{r.speedup_vs_dmodk:.2f}x" if r.speedup_vs_dmodk is not None else "-"
+            speeds = [r.speedup_vs_dmodk] + ([r.speedup_vs_library] if vs_library else [])
             table.add_row(
                 r.router,
                 f"{r.comm_time_s:.4g} s",
-                speed,
+                *(f"{x:.2f}x" if x is not None else "-" for x in speeds),
                 f"{r.max_link_busy_s:.4g}",
                 f"{r.bound_ratio:.3f}",
                 f"{r.time_ratio:.3f}",

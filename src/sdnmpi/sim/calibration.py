@@ -180,6 +180,19 @@ class Calibration:
     ) -> SimResult:
         """:func:`sdnmpi.sim.simulate` on the calibrated platform, with ``base_latency_s``
         added to every flow's path latency."""
+        platform, flowset, proto = self.prepared(fabric, demands, routing, protocol)
+        return simulate_workload(platform, flowset, protocol=proto, **kwargs)
+
+    def prepared(
+        self,
+        fabric: Fabric,
+        demands: Demands,
+        routing: Routing,
+        protocol: Protocol | str | None = None,
+    ) -> tuple[Platform, FlowSet, Protocol | None]:
+        """What :meth:`simulate` simulates: the calibrated platform, the flows (base
+        latency added, exchanges slowed by their measured efficiency) and the protocol
+        with this fabric's measured limits."""
         platform = self.platform(fabric)
         flowset = FlowSet.from_demands(platform, demands, routing)
         if self.base_latency_s:
@@ -192,7 +205,7 @@ class Calibration:
             eff = np.array([self.efficiency(int(k)) for k in pairs])
             scale = np.where(mask, 1.0 / eff[flowset.phase], 1.0)
             flowset = dataclasses.replace(flowset, size_bytes=flowset.size_bytes * scale)
-        return simulate_workload(platform, flowset, protocol=proto, **kwargs)
+        return platform, flowset, proto
 
     # -- JSON --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -89,17 +89,18 @@ class _Groups:
     """Counters of the dependency groups (see :class:`~sdnmpi.sim.flowset.Dependencies`)."""
 
     def __init__(self, deps: Dependencies, nflows: int) -> None:
-        self.member = deps.member
-        valid = deps.member[deps.member >= 0]
-        self.left = np.bincount(valid, minlength=deps.ngroups).astype(np.int64)
-        self.wait_left = (deps.wait >= 0).sum(axis=1).astype(np.int64)
-        flat = deps.wait.ravel()
-        flows = np.repeat(np.arange(nflows, dtype=np.int64), deps.wait.shape[1])
-        keep = flat >= 0
-        order = np.argsort(flat[keep], kind="stable")
-        self.waiters = flows[keep][order]
+        m_flow, m_group = deps.member_entries()
+        order = np.argsort(m_flow, kind="stable")
+        self.member_group = m_group[order]
+        self.member_ptr = np.zeros(nflows + 1, dtype=np.int64)
+        np.cumsum(np.bincount(m_flow, minlength=nflows), out=self.member_ptr[1:])
+        self.left = np.bincount(m_group, minlength=deps.ngroups).astype(np.int64)
+        w_flow, w_group = deps.wait_entries()
+        self.wait_left = np.bincount(w_flow, minlength=nflows).astype(np.int64)
+        order = np.argsort(w_group, kind="stable")
+        self.waiters = w_flow[order]
         self.ptr = np.zeros(deps.ngroups + 1, dtype=np.int64)
-        np.cumsum(np.bincount(flat[keep], minlength=deps.ngroups), out=self.ptr[1:])
+        np.cumsum(np.bincount(w_group, minlength=deps.ngroups), out=self.ptr[1:])
 
     def initial(self) -> IntArray:
         """Flows that wait for nothing."""
@@ -107,8 +108,8 @@ class _Groups:
 
     def on_finished(self, flows: IntArray) -> IntArray:
         """Count ``flows`` as completed; return the flows this releases."""
-        groups = self.member[flows].ravel()
-        uniq, counts = np.unique(groups[groups >= 0], return_counts=True)
+        groups = gather_rows(self.member_ptr, self.member_group, flows)
+        uniq, counts = np.unique(groups, return_counts=True)
         self.left[uniq] -= counts
         done = uniq[self.left[uniq] == 0]
         waiting = gather_rows(self.ptr, self.waiters, done)

@@ -77,6 +77,44 @@ def gather_rows(indptr: IntArray, values: IntArray, rows: IntArray) -> IntArray:
 
 
 @dataclass(frozen=True, eq=False)
+class Replicas:
+    """The replicated transfers of a flowset (:mod:`sdnmpi.sim.replicas`).
+
+    Flow ``rows[k]`` (its row holds every arc of its tree once; its ranks are its
+    root, twice, so it is no rank pair) delivers to ranks ``ranks[ptr[k]:ptr[k+1]]``:
+    it counts toward each one's group of its step, and waits for the previous group
+    of its root and of the ranks flagged ``leader`` (one per receiving host, the rank
+    the data path delivers to first; the others get the data from it on the host).
+    """
+
+    rows: IntArray
+    ptr: IntArray
+    ranks: IntArray
+    leader: BoolArray
+
+    def mask(self, nflows: int) -> BoolArray:
+        """Which of ``nflows`` flows are replicated transfers."""
+        out = np.zeros(nflows, dtype=np.bool_)
+        out[self.rows] = True
+        return out
+
+    def sides(
+        self, flow: IntArray, sides: IntArray, waits: BoolArray
+    ) -> tuple[IntArray, BoolArray, tuple[IntArray, IntArray, BoolArray]]:
+        """For occurrences of flowset rows ``flow``: their two sides and waits with a
+        replicated occurrence's second side dropped, and its receivers' entries
+        ``(occurrence, rank, waits)``."""
+        k = np.searchsorted(self.rows, flow)
+        hit = (k < self.rows.size) & (self.rows[np.minimum(k, self.rows.size - 1)] == flow)
+        occ = np.flatnonzero(hit)
+        sides, waits = sides.copy(), waits.copy()
+        sides[occ, 1] = -1
+        waits[occ, 0] = True
+        pos, lengths = row_positions(self.ptr, k[occ])
+        return sides, waits, (np.repeat(occ, lengths), self.ranks[pos], self.leader[pos])
+
+
+@dataclass(frozen=True, eq=False)
 class FlowSet:
     """Flows to simulate: the paths, sizes, path latencies, phases and ranks of each.
 
@@ -92,6 +130,7 @@ class FlowSet:
     phase_labels: tuple[str, ...]
     phase_repeat: IntArray
     messages: IntArray | None = None
+    replicas: Replicas | None = None
 
     def __len__(self) -> int:
         return int(self.size_bytes.size)
@@ -117,6 +156,8 @@ class FlowSet:
     def rendezvous(self, protocol: Protocol) -> BoolArray:
         """Flows between ranks whose messages ``protocol`` sends by rendezvous."""
         ranked = (self.src_rank >= 0) & (self.dst_rank >= 0)
+        if self.replicas is not None:  # a replicated transfer has its own protocol
+            ranked &= ~self.replicas.mask(len(self))
         out: BoolArray = protocol.rendezvous(self.message_bytes) & ranked
         return out
 
@@ -159,14 +200,17 @@ class FlowSet:
 
     @classmethod
     def from_demands(cls, platform: Platform, demands: Demands, routing: Routing) -> FlowSet:
-        """The flows of ``demands`` on the paths of ``routing``."""
+        """The flows of ``demands`` on the paths of ``routing``; the flows of each
+        replicated broadcast as one (:func:`sdnmpi.sim.replicas.merged`)."""
+        from sdnmpi.sim.replicas import merged
+
         if len(routing) != len(demands):
             raise RoutingError(
                 f"routing {routing.router!r} has {len(routing)} paths for {len(demands)} flows"
             )
         arcs = routing.arcs
         _check_paths(platform, arcs, routing.router)
-        return cls(
+        flows = cls(
             incidence_matrix(arcs, platform.narcs),
             demands.size_bytes.astype(np.float64),
             _path_latency(platform, arcs),
@@ -177,6 +221,7 @@ class FlowSet:
             demands.phase_repeat.astype(np.int64),
             demands.message_counts.astype(np.int64),
         )
+        return merged(flows, demands)
 
     @classmethod
     def from_paths(
@@ -237,20 +282,40 @@ def _path_latency(platform: Platform, arcs: IntArray) -> FloatArray:
     return out
 
 
+Entries = tuple[IntArray, IntArray]
+
+
 @dataclass(frozen=True, eq=False)
 class Dependencies:
     """Counted groups: ``member[i]`` are the groups flow i counts toward and
     ``wait[i]`` the groups that must all complete before flow i is released
-    (``-1`` pads both)."""
+    (``-1`` pads both).
+
+    A flow with more groups than the columns hold (a replicated transfer counts
+    toward every receiver's group) lists the rest as ``(flows, groups)`` entries in
+    ``more_member`` and ``more_wait``, so that one such flow does not widen every
+    row: a broadcast to 1023 ranks beside a million unicast flows stays two columns.
+    """
 
     member: IntArray
     wait: IntArray
     ngroups: int
+    more_member: Entries | None = None
+    more_wait: Entries | None = None
+
+    def member_entries(self) -> Entries:
+        """Every ``(flow, group)`` membership, columns first."""
+        return _entries(self.member, self.more_member)
+
+    def wait_entries(self) -> Entries:
+        """Every ``(flow, group)`` a flow waits for, columns first."""
+        return _entries(self.wait, self.more_wait)
 
     def prerequisites(self, flow: int) -> IntArray:
         """The flows that must complete before ``flow`` starts (small cases, tests)."""
-        groups = self.wait[flow][self.wait[flow] >= 0]
-        return np.flatnonzero(np.isin(self.member, groups).any(axis=1))
+        wf, wg = self.wait_entries()
+        mf, mg = self.member_entries()
+        return np.unique(mf[np.isin(mg, wg[wf == flow])])
 
     def merged(self, other: Dependencies) -> Dependencies:
         """Both sets of groups on the same flows (``other``'s renumbered after ours)."""
@@ -259,11 +324,30 @@ class Dependencies:
             out: IntArray = np.where(a >= 0, a + self.ngroups, -1)
             return out
 
+        def more(ours: Entries | None, theirs: Entries | None) -> Entries | None:
+            parts = [e for e in (ours, theirs and (theirs[0], shifted(theirs[1]))) if e]
+            if not parts:
+                return None
+            return np.concatenate([f for f, _ in parts]), np.concatenate([g for _, g in parts])
+
         return Dependencies(
             np.hstack([self.member, shifted(other.member)]),
             np.hstack([self.wait, shifted(other.wait)]),
             self.ngroups + other.ngroups,
+            more(self.more_member, other.more_member),
+            more(self.more_wait, other.more_wait),
         )
+
+
+def _entries(columns: IntArray, more: Entries | None) -> Entries:
+    flows, cols = np.nonzero(columns >= 0)
+    groups = columns[flows, cols]
+    if more is None:
+        return flows.astype(np.int64), groups.astype(np.int64)
+    return (
+        np.concatenate([flows, more[0]]).astype(np.int64),
+        np.concatenate([groups, more[1]]).astype(np.int64),
+    )
 
 
 def exchange_deps(
@@ -448,26 +532,58 @@ def rank_steps(
     flow = gather_rows(ptr, order, step_phase)
     step = np.repeat(np.arange(step_phase.size, dtype=np.int64), counts[step_phase])
     src, dst = flowset.src_rank[flow], flowset.dst_rank[flow]
-    deps = _rank_groups(src, dst, step, step_phase.size)
+    sides = np.stack([src, dst], axis=1)
+    waits = np.ones(sides.shape, dtype=np.bool_)
     if protocol is not None and protocol.release == "sender":
-        eager = ~flowset.rendezvous(protocol)[flow]
-        wait = deps.wait.copy()
-        wait[eager, 1] = -1  # the receiver's previous step: an eager message does not wait
-        deps = Dependencies(deps.member, wait, deps.ngroups)
+        # the receiver's previous step: an eager message does not wait for it
+        waits[:, 1] = flowset.rendezvous(protocol)[flow]
+    more = None
+    if flowset.replicas is not None:
+        sides, waits, more = flowset.replicas.sides(flow, sides, waits)
+    deps = _rank_groups(sides, waits, step, step_phase.size, more)
     if protocol is not None and protocol.serializes:
         extra = exchange_deps(src, dst, step, flowset.serialized(protocol)[flow], rng)
         deps = deps.merged(extra) if extra.ngroups else deps
     return Steps(flow, step, step_phase, deps)
 
 
-def _rank_groups(src: IntArray, dst: IntArray, step: IntArray, nsteps: int) -> Dependencies:
-    """Group (rank, step) per side of each flow; each group waits for its rank's previous one."""
-    keys = np.concatenate([src * nsteps + step, dst * nsteps + step])
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    member = inverse.reshape(2, -1).T.astype(np.int64)
-    rank = uniq // max(nsteps, 1)
+def _rank_groups(
+    sides: IntArray,
+    waits: BoolArray,
+    step: IntArray,
+    nsteps: int,
+    more: tuple[IntArray, IntArray, BoolArray] | None = None,
+) -> Dependencies:
+    """Group (rank, step) per side of each flow; each group waits for its rank's previous one.
+
+    ``sides[i]`` are the two ranks of flow i (-1: none, e.g. a background flow) and
+    ``waits[i]`` whether it waits for each one's previous group; ``more`` lists
+    further ``(flow, rank, waits)`` entries (a replicated transfer's receivers).
+    """
+    n = sides.shape[0]
+    occ = np.concatenate([np.arange(n), np.arange(n)] + ([more[0]] if more else []))
+    rank = np.concatenate([sides[:, 0], sides[:, 1]] + ([more[1]] if more else []))
+    wait = np.concatenate([waits[:, 0], waits[:, 1]] + ([more[2]] if more else []))
+    ok = rank >= 0
+    uniq, inverse = np.unique(rank[ok] * nsteps + step[occ[ok]], return_inverse=True)
+    owner = uniq // max(nsteps, 1)
     previous = np.arange(uniq.size, dtype=np.int64) - 1
     if uniq.size:
         previous[0] = -1
-        previous[1:][rank[1:] != rank[:-1]] = -1
-    return Dependencies(member, previous[member], int(uniq.size))
+        previous[1:][owner[1:] != owner[:-1]] = -1
+    group = np.full(occ.size, -1, dtype=np.int64)
+    group[ok] = inverse.reshape(-1)
+    before = np.where(group >= 0, previous[group], -1)
+    before[~wait] = -1
+    columns = (group[: 2 * n].reshape(2, n).T, before[: 2 * n].reshape(2, n).T)
+    extra_m = extra_w = None
+    if more is not None:
+        f, g, w = occ[2 * n :], group[2 * n :], before[2 * n :]
+        extra_m, extra_w = (f[g >= 0], g[g >= 0]), (f[w >= 0], w[w >= 0])
+    return Dependencies(
+        np.ascontiguousarray(columns[0]),
+        np.ascontiguousarray(columns[1]),
+        int(uniq.size),
+        extra_m,
+        extra_w,
+    )

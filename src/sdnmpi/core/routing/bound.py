@@ -45,6 +45,12 @@ variables instead of ``hosts x arcs``.  The matrices are built with
 :func:`scipy.optimize.linprog`.  HiGHS's default feasibility tolerance (1e-7)
 applies: ``lambda_p`` may exceed the exact optimum by that relative amount.
 
+Replicated transfers (a phase marked as a switch-replicated broadcast,
+:mod:`sdnmpi.core.routing.replication`) load each arc of their tree once:
+``max_link_busy`` counts one entry per (transfer, arc), and such a phase's
+``lambda_p``, NIC and single-path bounds are those of
+:mod:`sdnmpi.core.routing.multicast_bound` (the multicast flow relaxation).
+
 Most phases need no LP: splitting every node's flow evenly over its shortest
 next hops is a feasible routing whose congestion is an upper bound on
 ``lambda_p``, and the most bytes crossing a tree cut (the hosts below a switch
@@ -69,13 +75,17 @@ from scipy.optimize import linprog
 from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import dijkstra, shortest_path
 
+from sdnmpi.core.routing import multicast_bound as mb
 from sdnmpi.core.routing.candidates import (
     Attachment,
     attachment,
     host_phases,
     phase_key,
 )
+from sdnmpi.core.routing.cuts import DENSE_CELLS as _DENSE_CELLS
+from sdnmpi.core.routing.cuts import Cuts, tree_cuts, widest
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
+from sdnmpi.core.routing.replication import first_use
 from sdnmpi.errors import RoutingError
 
 IntArray = npt.NDArray[np.int64]
@@ -84,8 +94,6 @@ BoolArray = npt.NDArray[np.bool_]
 Clock = Callable[[], float]
 Bytes = IntArray | FloatArray
 
-#: Dense (phase x arc) load tables up to this many cells; sparse sums beyond.
-_DENSE_CELLS = 1 << 24
 #: LPs with more variables than this are solved by interior point, not simplex.
 _IPM_VARS = 4000
 
@@ -117,6 +125,8 @@ def max_link_busy(fabric: Fabric, demands: Demands, routing: Routing) -> LinkBus
     mask = routing.arcs >= 0
     arc = routing.arcs[mask]
     flow = np.nonzero(mask)[0]
+    once = first_use(demands, flow, arc)  # a replicated transfer loads its tree's arcs once
+    arc, flow = arc[once], flow[once]
     key = demands.phase[flow] * na + arc
     weight = demands.size_bytes[flow].astype(np.float64)
     inv_c = 8.0 / fabric.capacity_bps
@@ -203,11 +213,16 @@ def phase_bounds(
     ctx = _Context(fabric)
     hp = host_phases(demands, fabric.nhosts)
     latency = ctx.pair_latency(hp.src, hp.dst)
+    multicasts, unicast = mb.phase_multicasts(fabric, demands)
+    uni = host_phases(unicast, fabric.nhosts) if multicasts else hp
     cache: dict[bytes, tuple[float, float, str, int, int, float]] = {}
     out = []
     for p in range(demands.nphases):
-        s, t, b = hp.phase(p)
+        s, t, b = uni.phase(p)
         a, z = int(hp.start[p]), int(hp.start[p + 1])
+        if p in multicasts:  # replicated transfers: each tree arc loaded once
+            out.append(_multicast_bound(ctx, demands, p, (s, t, b), multicasts[p], latency[a:z]))
+            continue
         key, scale = phase_key(s, t, b)
         status = "cached" if key in cache else ""
         if key not in cache:
@@ -229,6 +244,22 @@ def phase_bounds(
             )
         )
     return out
+
+
+def _multicast_bound(
+    ctx: _Context,
+    demands: Demands,
+    p: int,
+    unicast: tuple[IntArray, IntArray, IntArray],
+    multicasts: list[mb.Multicast],
+    latency: FloatArray,
+) -> PhaseBound:
+    lam, sp, nic, status, nvars = mb.multicast_phase(
+        ctx.fabric, *unicast, multicasts, ctx.single_path
+    )
+    label, repeat = demands.phase_labels[p], int(demands.phase_repeat[p])
+    lat = float(latency.max(initial=0.0))
+    return PhaseBound(p, label, repeat, lam, nic, lat, sp, status, nvars, 0, math.nan)
 
 
 def pattern_bound(
@@ -333,9 +364,9 @@ class _Context:
         return _SwitchGraph(self.fabric)
 
     @cached_property
-    def cuts(self) -> _Cuts:
+    def cuts(self) -> Cuts:
         """The tree cuts of the fabric."""
-        return _cuts(self.fabric, self.att)
+        return tree_cuts(self.fabric, self.att)
 
     def pair_latency(self, s: IntArray, t: IntArray) -> FloatArray:
         """Least path latency of each (src host, dst host) pair, no host transit."""
@@ -362,7 +393,7 @@ class _Context:
         if not s.size:
             return 0.0
         if self._widest is None:
-            self._widest = _widest(self.fabric)
+            self._widest = widest(self.fabric)
         pair = float((8.0 * b / self._widest[s, t]).max())
         return max(pair, self.cuts.bound(s, t, b))
 
@@ -479,111 +510,3 @@ def _min_congestion(
     if res.status != 0:
         raise RoutingError(f"congestion LP ({nv} variables) failed: {res.message}")
     return float(res.fun) * bmax * wmin, "optimal", nv + 1, row_ids.size + used.size
-
-
-# -- single-path bounds -----------------------------------------------------------------
-
-
-def _widest(fabric: Fabric) -> FloatArray:
-    """Largest bottleneck capacity of a single path between each pair of hosts."""
-    nh, nsw = fabric.nhosts, fabric.nnodes - fabric.nhosts
-    n = nsw + 2 * nh
-    a_src = np.where(fabric.arc_src < nh, nsw + fabric.arc_src, fabric.arc_src - nh)
-    a_dst = np.where(fabric.arc_dst < nh, nsw + nh + fabric.arc_dst, fabric.arc_dst - nh)
-    cap = np.asarray(fabric.capacity_bps, dtype=np.float64)
-    out = np.full((nh, nh), np.inf)
-    for c in np.unique(cap)[::-1]:
-        ok = cap >= c
-        graph = csr_matrix((np.ones(int(ok.sum())), (a_src[ok], a_dst[ok])), shape=(n, n))
-        hops = np.atleast_2d(shortest_path(graph, unweighted=True, indices=nsw + np.arange(nh)))
-        reach = np.isfinite(hops[:, nsw + nh :])
-        out = np.where(reach & np.isinf(out), c, out)
-    return out
-
-
-@dataclass(frozen=True)
-class _Cuts:
-    """Tree cuts, each in both directions: row ``r`` is crossed by a pair whose source
-    is in ``src_in[r]`` and destination in ``dst_in[r]`` (out-rows, then in-rows)."""
-
-    src_in: BoolArray  # (2 * ncuts, nhosts)
-    dst_in: BoolArray
-    ncut_arcs: IntArray  # (2 * ncuts,)
-    cap_max: FloatArray
-    cap_sum: FloatArray
-
-    def _blocks(self, npairs: int) -> list[slice]:
-        """Row blocks small enough for dense (rows x pairs) temporaries."""
-        step = max(1, _DENSE_CELLS // max(npairs, 1))
-        return [slice(a, a + step) for a in range(0, self.src_in.shape[0], step)]
-
-    def fractional(self, s: IntArray, t: IntArray, b: IntArray) -> float:
-        """Most bytes crossing a cut over its capacity: a lower bound on ``lambda``."""
-        best = 0.0
-        for r in self._blocks(s.size):
-            cross = self.src_in[r][:, s] & self.dst_in[r][:, t]
-            total = cross.astype(np.float64) @ b.astype(np.float64)
-            best = max(best, float((8.0 * total / self.cap_sum[r]).max(initial=0.0)))
-        return best
-
-    def bound(self, s: IntArray, t: IntArray, b: Bytes) -> float:
-        """The pigeonhole bound of one phase over all cuts, in seconds."""
-        best = 0.0
-        for r in self._blocks(s.size):
-            cross = self.src_in[r][:, s] & self.dst_in[r][:, t]
-            best = max(best, _pigeonhole(cross, b, self.ncut_arcs[r], self.cap_max[r]))
-            total = cross.astype(np.float64) @ b.astype(np.float64)
-            best = max(best, float((8.0 * total / self.cap_sum[r]).max(initial=0.0)))
-        return best
-
-
-def _pigeonhole(cross: BoolArray, b: Bytes, m: IntArray, cap_max: FloatArray) -> float:
-    """Per row: among the ``j*m + 1`` largest crossing jobs, ``j + 1`` share one of the
-    ``m`` arcs, so that arc carries at least the ``j + 1`` smallest of them."""
-    if not cross.size:
-        return 0.0
-    jobs = -np.sort(-np.where(cross, b.astype(np.float64), 0.0), axis=1)
-    prefix = np.concatenate([np.zeros((jobs.shape[0], 1)), np.cumsum(jobs, axis=1)], axis=1)
-    njobs = cross.sum(axis=1)
-    jmax = int(((njobs - 1) // m).max(initial=0))
-    j = np.arange(jmax + 1)[None, :]
-    hi = np.minimum(j * m[:, None] + 1, njobs[:, None])
-    lo = np.maximum(hi - j - 1, 0)
-    ok = j * m[:, None] + 1 <= njobs[:, None]
-    rows = np.arange(jobs.shape[0])[:, None]
-    share = np.where(ok, prefix[rows, hi] - prefix[rows, lo], 0.0)
-    return float((8.0 * share.max(axis=1) / cap_max).max(initial=0.0))
-
-
-def _cuts(fabric: Fabric, att: Attachment | None) -> _Cuts:
-    """Down-closures of switches (and single hosts when some host has several links)."""
-    nh, nn = fabric.nhosts, fabric.nnodes
-    src, dst, level = fabric.arc_src, fabric.arc_dst, np.asarray(fabric.level)
-    below = np.zeros((nn, nh), bool)
-    below[np.arange(nh), np.arange(nh)] = True
-    down = level[dst] < level[src]
-    for _ in range(int(level.max(initial=0))):
-        nxt = below.copy()
-        np.logical_or.at(nxt, src[down], below[dst[down]])
-        if np.array_equal(nxt, below):
-            break
-        below = nxt
-    sets = np.unique(below[nh:], axis=0)
-    sets = sets[sets.any(axis=1) & ~sets.all(axis=1)]
-    if att is None:
-        sets = np.concatenate([sets, np.eye(nh, dtype=bool)])
-    size = below.sum(axis=1)
-    inter = below.astype(np.float32) @ sets.T.astype(np.float32)
-    member = (inter >= size[:, None] - 0.5) & (size[:, None] > 0)  # (nodes, cuts): H(u) in S
-    out_arc = member[src] & ~member[dst]
-    in_arc = ~member[src] & member[dst]
-    cap = np.asarray(fabric.capacity_bps, dtype=np.float64)
-    arcs = np.concatenate([out_arc.T, in_arc.T])  # rows: out-arcs of each cut, then in-arcs
-    count = arcs.sum(axis=1)
-    return _Cuts(
-        np.concatenate([sets, ~sets]),
-        np.concatenate([~sets, sets]),
-        np.maximum(count, 1),
-        np.where(count > 0, np.where(arcs, cap, 0.0).max(axis=1), np.inf),
-        np.where(count > 0, (arcs * cap).sum(axis=1), np.inf),
-    )

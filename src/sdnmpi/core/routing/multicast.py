@@ -86,7 +86,7 @@ def build_tree(
     fabric: Fabric,
     root: int,
     receivers: Iterable[int],
-    load_bps: Sequence[float] | None = None,
+    load_bps: Sequence[float] | FloatArray | None = None,
 ) -> ReplicationTree:
     """A tree from host ``root`` to every host in ``receivers`` (see the module doc).
 
@@ -146,7 +146,7 @@ def _receivers(fabric: Fabric, root: int, receivers: Iterable[int]) -> tuple[int
     return tuple(dict.fromkeys(r for r in receivers if r != root))
 
 
-def _costs(fabric: Fabric, load_bps: Sequence[float] | None) -> list[float]:
+def _costs(fabric: Fabric, load_bps: Sequence[float] | FloatArray | None) -> list[float]:
     if load_bps is None:
         return [1.0] * fabric.narcs
     if len(load_bps) != fabric.narcs:

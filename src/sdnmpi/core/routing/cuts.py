@@ -1,0 +1,132 @@
+"""Single-path lower bounds: widest paths and the tree cuts of a fabric.
+
+Used by :mod:`sdnmpi.core.routing.bound` (its module docstring defines the bounds):
+:func:`widest` gives the largest bottleneck capacity of one path between two hosts,
+:class:`Cuts` the fractional cut bound and the pigeonhole bound of one path per
+pair over every tree cut (:func:`tree_cuts`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import shortest_path
+
+from sdnmpi.core.routing.candidates import Attachment
+from sdnmpi.core.routing.model import Fabric
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+Bytes = IntArray | FloatArray
+
+#: Dense (rows x pairs) temporaries, and (phase x arc) load tables, up to this many cells.
+DENSE_CELLS = 1 << 24
+
+
+def widest(fabric: Fabric) -> FloatArray:
+    """Largest bottleneck capacity of a single path between each pair of hosts."""
+    nh, nsw = fabric.nhosts, fabric.nnodes - fabric.nhosts
+    n = nsw + 2 * nh
+    a_src = np.where(fabric.arc_src < nh, nsw + fabric.arc_src, fabric.arc_src - nh)
+    a_dst = np.where(fabric.arc_dst < nh, nsw + nh + fabric.arc_dst, fabric.arc_dst - nh)
+    cap = np.asarray(fabric.capacity_bps, dtype=np.float64)
+    out = np.full((nh, nh), np.inf)
+    for c in np.unique(cap)[::-1]:
+        ok = cap >= c
+        graph = csr_matrix((np.ones(int(ok.sum())), (a_src[ok], a_dst[ok])), shape=(n, n))
+        hops = np.atleast_2d(shortest_path(graph, unweighted=True, indices=nsw + np.arange(nh)))
+        reach = np.isfinite(hops[:, nsw + nh :])
+        out = np.where(reach & np.isinf(out), c, out)
+    return out
+
+
+@dataclass(frozen=True)
+class Cuts:
+    """Tree cuts, each in both directions: row ``r`` is crossed by a pair whose source
+    is in ``src_in[r]`` and destination in ``dst_in[r]`` (out-rows, then in-rows)."""
+
+    src_in: BoolArray  # (2 * ncuts, nhosts)
+    dst_in: BoolArray
+    ncut_arcs: IntArray  # (2 * ncuts,)
+    cap_max: FloatArray
+    cap_sum: FloatArray
+
+    def _blocks(self, npairs: int) -> list[slice]:
+        """Row blocks small enough for dense (rows x pairs) temporaries."""
+        step = max(1, DENSE_CELLS // max(npairs, 1))
+        return [slice(a, a + step) for a in range(0, self.src_in.shape[0], step)]
+
+    def fractional(self, s: IntArray, t: IntArray, b: IntArray) -> float:
+        """Most bytes crossing a cut over its capacity: a lower bound on ``lambda``."""
+        best = 0.0
+        for r in self._blocks(s.size):
+            cross = self.src_in[r][:, s] & self.dst_in[r][:, t]
+            total = cross.astype(np.float64) @ b.astype(np.float64)
+            best = max(best, float((8.0 * total / self.cap_sum[r]).max(initial=0.0)))
+        return best
+
+    def bound(self, s: IntArray, t: IntArray, b: Bytes) -> float:
+        """The pigeonhole bound of one phase over all cuts, in seconds."""
+        best = 0.0
+        for r in self._blocks(s.size):
+            cross = self.src_in[r][:, s] & self.dst_in[r][:, t]
+            best = max(best, _pigeonhole(cross, b, self.ncut_arcs[r], self.cap_max[r]))
+            total = cross.astype(np.float64) @ b.astype(np.float64)
+            best = max(best, float((8.0 * total / self.cap_sum[r]).max(initial=0.0)))
+        return best
+
+
+def _pigeonhole(cross: BoolArray, b: Bytes, m: IntArray, cap_max: FloatArray) -> float:
+    """Per row: among the ``j*m + 1`` largest crossing jobs, ``j + 1`` share one of the
+    ``m`` arcs, so that arc carries at least the ``j + 1`` smallest of them."""
+    if not cross.size:
+        return 0.0
+    jobs = -np.sort(-np.where(cross, b.astype(np.float64), 0.0), axis=1)
+    prefix = np.concatenate([np.zeros((jobs.shape[0], 1)), np.cumsum(jobs, axis=1)], axis=1)
+    njobs = cross.sum(axis=1)
+    jmax = int(((njobs - 1) // m).max(initial=0))
+    j = np.arange(jmax + 1)[None, :]
+    hi = np.minimum(j * m[:, None] + 1, njobs[:, None])
+    lo = np.maximum(hi - j - 1, 0)
+    ok = j * m[:, None] + 1 <= njobs[:, None]
+    rows = np.arange(jobs.shape[0])[:, None]
+    share = np.where(ok, prefix[rows, hi] - prefix[rows, lo], 0.0)
+    return float((8.0 * share.max(axis=1) / cap_max).max(initial=0.0))
+
+
+def tree_cuts(fabric: Fabric, att: Attachment | None) -> Cuts:
+    """Down-closures of switches (and single hosts when some host has several links)."""
+    nh, nn = fabric.nhosts, fabric.nnodes
+    src, dst, level = fabric.arc_src, fabric.arc_dst, np.asarray(fabric.level)
+    below = np.zeros((nn, nh), bool)
+    below[np.arange(nh), np.arange(nh)] = True
+    down = level[dst] < level[src]
+    for _ in range(int(level.max(initial=0))):
+        nxt = below.copy()
+        np.logical_or.at(nxt, src[down], below[dst[down]])
+        if np.array_equal(nxt, below):
+            break
+        below = nxt
+    sets = np.unique(below[nh:], axis=0)
+    sets = sets[sets.any(axis=1) & ~sets.all(axis=1)]
+    if att is None:
+        sets = np.concatenate([sets, np.eye(nh, dtype=bool)])
+    size = below.sum(axis=1)
+    inter = below.astype(np.float32) @ sets.T.astype(np.float32)
+    member = (inter >= size[:, None] - 0.5) & (size[:, None] > 0)  # (nodes, cuts): H(u) in S
+    out_arc = member[src] & ~member[dst]
+    in_arc = ~member[src] & member[dst]
+    cap = np.asarray(fabric.capacity_bps, dtype=np.float64)
+    arcs = np.concatenate([out_arc.T, in_arc.T])  # rows: out-arcs of each cut, then in-arcs
+    count = arcs.sum(axis=1)
+    return Cuts(
+        np.concatenate([sets, ~sets]),
+        np.concatenate([~sets, sets]),
+        np.maximum(count, 1),
+        np.where(count > 0, np.where(arcs, cap, 0.0).max(axis=1), np.inf),
+        np.where(count > 0, (arcs * cap).sum(axis=1), np.inf),
+    )
