@@ -35,8 +35,6 @@ GUARD = 64
 OVERALL_NS = 60_000 * MS
 MAX_STEPS = 400_000
 
-pytestmark = [pytest.mark.toolchain]
-
 
 class Params(ctypes.Structure):
     _fields_ = [
