@@ -31,6 +31,7 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "core_outputs": ("toolchain",),  # tests/pmpi/test_core.py: csrc/pmpi's unit tests
     "replay_tests": ("toolchain",),  # tests/replay/test_vectors.py: csrc/replay
     "c_build": ("toolchain",),  # tests/wire/test_vectors.py: the C tag codec
+    "rbcast_build": ("toolchain",),  # tests/pmpi/test_rbcast_protocol.py: the engine
 }
 
 

@@ -138,6 +138,9 @@ int sdn_agent_parse_reply(const char *line, struct sdn_agent_reply *r)
 		r->job_slot = (int)strtol(v, NULL, 10);
 	copy_string(value_of(line, "ip"), r->ip, sizeof(r->ip));
 	copy_string(value_of(line, "error"), r->error, sizeof(r->error));
+	copy_string(value_of(line, "group"), r->group, sizeof(r->group));
+	if ((v = value_of(line, "port")) && *v >= '0' && *v <= '9')
+		r->port = (int)strtol(v, NULL, 10);
 	parse_ports(value_of(line, "listen_ports"), r);
 	return 0;
 }

@@ -16,6 +16,8 @@ struct sdn_agent_reply {
 	char ip[16];
 	int nports;
 	int ports[SDN_AGENT_MAX_PORTS];
+	char group[16]; /* bcast_open: the tree's IPv4 multicast group, or "" */
+	int port;       /* bcast_open: its UDP port, or 0 */
 	char error[256];
 };
 

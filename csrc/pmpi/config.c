@@ -16,6 +16,7 @@ static const struct {
 	{"register", SDN_MODE_REGISTER},
 	{"push", SDN_MODE_PUSH},
 	{"tag", SDN_MODE_TAG},
+	{"bcast", SDN_MODE_BCAST},
 };
 
 #define N_MODES (sizeof(mode_names) / sizeof(mode_names[0]))
@@ -42,6 +43,13 @@ void sdn_config_defaults(struct sdn_config *cfg)
 	strcpy(cfg->agent_socket, "/run/sdnmpi/agent.sock");
 	cfg->push_timeout_ms = 2000;
 	cfg->agent_timeout_ms = 30000;
+	/* 64 KiB: below it the library's own Bcast (a binomial tree of eager messages)
+	 * costs a few round trips that the replicated path's setup (a status broadcast
+	 * after the UDP phase and a poll loop) would not win back; from 64 KiB on the
+	 * data dominates and the root sends it once instead of log2(p) times. */
+	cfg->bcast_min_bytes = 65536;
+	cfg->bcast_timeout_ms = 1000;
+	cfg->bcast_window = 128;
 }
 
 static int parse_timeout(const char *key, const char *value, int *ms, sdn_report_fn report,
@@ -85,6 +93,82 @@ static int parse_duplex(const char *value, int *duplex, sdn_report_fn report, vo
 	return 0;
 }
 
+static int copy_value(char *dst, size_t len, const char *key, const char *value,
+		      sdn_report_fn report, void *ctx)
+{
+	if (strlen(value) >= len) {
+		reportf(report, ctx, "value of %s too long; ignored", key);
+		return 1;
+	}
+	strcpy(dst, value);
+	return 0;
+}
+
+static int parse_long(const char *key, const char *value, long long lo, long long hi,
+		      long long *out, sdn_report_fn report, void *ctx)
+{
+	char *end = NULL;
+	long long v;
+
+	errno = 0;
+	v = strtoll(value, &end, 10);
+	if (errno || end == value || *end || v < lo || v > hi) {
+		reportf(report, ctx, "%s '%s' is not %lld..%lld; ignored", key, value, lo, hi);
+		return 1;
+	}
+	*out = v;
+	return 0;
+}
+
+int sdn_config_parse_group(const char *text, unsigned *addr, unsigned *port)
+{
+	unsigned a, b, c, d, p;
+	char tail;
+
+	if (sscanf(text, "%u.%u.%u.%u:%u%c", &a, &b, &c, &d, &p, &tail) != 5)
+		return -1;
+	if (a != 239 || b > 255 || c > 255 || d > 255 || p < 1 || p > 65535)
+		return -1;
+	*addr = a << 24 | b << 16 | c << 8 | d;
+	*port = p;
+	return 0;
+}
+
+static int set_bcast(struct sdn_config *cfg, const char *key, const char *value,
+		     sdn_report_fn report, void *ctx)
+{
+	long long v = 0;
+	unsigned a, p;
+	int bad;
+
+	if (strcmp(key, "SDNMPI_BCAST_MIN_BYTES") == 0)
+		return parse_long(key, value, 1, 1LL << 40, &cfg->bcast_min_bytes, report, ctx);
+	if (strcmp(key, "SDNMPI_BCAST_GROUP") == 0) {
+		if (*value && sdn_config_parse_group(value, &a, &p)) {
+			reportf(report, ctx, "SDNMPI_BCAST_GROUP '%s' is not 239.a.b.c:port; ignored",
+				value);
+			return 1;
+		}
+		return copy_value(cfg->bcast_group, sizeof(cfg->bcast_group), key, value, report,
+				  ctx);
+	}
+	if (strcmp(key, "SDNMPI_BCAST_TIMEOUT_MS") == 0)
+		bad = parse_long(key, value, 10, 600000, &v, report, ctx);
+	else if (strcmp(key, "SDNMPI_BCAST_WINDOW") == 0)
+		bad = parse_long(key, value, 1, 65536, &v, report, ctx);
+	else
+		bad = parse_long(key, value, 0, 1, &v, report, ctx); /* SDNMPI_BCAST_STATS */
+	if (bad)
+		return 1;
+	if (strcmp(key, "SDNMPI_BCAST_TIMEOUT_MS") == 0)
+		cfg->bcast_timeout_ms = (int)v;
+	else if (strcmp(key, "SDNMPI_BCAST_WINDOW") == 0)
+		cfg->bcast_window = (int)v;
+	else
+		cfg->bcast_stats = (int)v;
+	return 0;
+}
+
 static int mode_bit(const char *word, unsigned *bit)
 {
 	for (size_t i = 0; i < N_MODES; i++) {
@@ -116,24 +200,13 @@ int sdn_config_parse_modes(const char *text, unsigned *modes, sdn_report_fn repo
 			bits |= bit;
 		} else {
 			reportf(report, ctx,
-				"unknown mode '%s' in SDNMPI_MODE ignored (valid: profile, register, push, tag)",
+				"unknown mode '%s' in SDNMPI_MODE ignored (valid: profile, register, push, tag, bcast)",
 				w);
 			problems++;
 		}
 	}
 	*modes = bits;
 	return problems;
-}
-
-static int copy_value(char *dst, size_t len, const char *key, const char *value,
-		      sdn_report_fn report, void *ctx)
-{
-	if (strlen(value) >= len) {
-		reportf(report, ctx, "value of %s too long; ignored", key);
-		return 1;
-	}
-	strcpy(dst, value);
-	return 0;
 }
 
 int sdn_config_set(struct sdn_config *cfg, const char *key, const char *value,
@@ -161,10 +234,16 @@ int sdn_config_set(struct sdn_config *cfg, const char *key, const char *value,
 		return parse_timeout(key, value, &cfg->agent_timeout_ms, report, ctx);
 	if (strcmp(key, "SDNMPI_DUPLEX") == 0)
 		return parse_duplex(value, &cfg->duplex, report, ctx);
+	if (strncmp(key, "SDNMPI_BCAST_", 13) == 0 &&
+	    (!strcmp(key + 13, "MIN_BYTES") || !strcmp(key + 13, "TIMEOUT_MS") ||
+	     !strcmp(key + 13, "WINDOW") || !strcmp(key + 13, "GROUP") || !strcmp(key + 13, "STATS")))
+		return set_bcast(cfg, key, value, report, ctx);
 	reportf(report, ctx,
 		"unknown key '%s' ignored (valid: SDNMPI_MODE, SDNMPI_TRACE_DIR, SDNMPI_JOB, "
 		"SDNMPI_AGENT_SOCKET, SDNMPI_JOB_SLOT, SDNMPI_PUSH_TIMEOUT_MS, "
-		"SDNMPI_AGENT_TIMEOUT_MS, SDNMPI_DUPLEX)",
+		"SDNMPI_AGENT_TIMEOUT_MS, SDNMPI_DUPLEX, SDNMPI_BCAST_MIN_BYTES, "
+		"SDNMPI_BCAST_TIMEOUT_MS, SDNMPI_BCAST_WINDOW, SDNMPI_BCAST_GROUP, "
+		"SDNMPI_BCAST_STATS)",
 		key);
 	return 1;
 }
@@ -221,7 +300,9 @@ int sdn_config_load(struct sdn_config *cfg, sdn_getenv_fn get, sdn_report_fn rep
 	static const char *const keys[] = {"SDNMPI_MODE", "SDNMPI_TRACE_DIR", "SDNMPI_JOB",
 					   "SDNMPI_AGENT_SOCKET", "SDNMPI_JOB_SLOT",
 					   "SDNMPI_PUSH_TIMEOUT_MS", "SDNMPI_AGENT_TIMEOUT_MS",
-					   "SDNMPI_DUPLEX"};
+					   "SDNMPI_DUPLEX", "SDNMPI_BCAST_MIN_BYTES",
+					   "SDNMPI_BCAST_TIMEOUT_MS", "SDNMPI_BCAST_WINDOW",
+					   "SDNMPI_BCAST_GROUP", "SDNMPI_BCAST_STATS"};
 	const char *path = get("SDNMPI_CONFIG");
 	int problems = 0;
 

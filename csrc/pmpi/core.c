@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <errno.h>
 
+#include "bcast.h"
 #include "comms.h"
 #include "config.h"
 #include "duplex.h"
@@ -219,8 +220,12 @@ static void on_init(void)
 		S.modes = 0;
 	}
 	print_messages();
-	if (S.modes & (SDN_MODE_REGISTER | SDN_MODE_TAG | SDN_MODE_PUSH))
+	/* bcast mode registers to ask the agent for trees, unless its group is static */
+	if ((S.modes & (SDN_MODE_REGISTER | SDN_MODE_TAG | SDN_MODE_PUSH)) ||
+	    ((S.modes & SDN_MODE_BCAST) && !S.cfg.bcast_group[0]))
 		sdn_node_init(&S.cfg, S.rank, S.nprocs); /* collective: every rank */
+	S.cfg.modes = S.modes;
+	sdn_bcast_init(&S.cfg, S.rank); /* collective in bcast mode */
 	S.initialized = 1;
 	S.active = (S.modes & SDN_MODE_PROFILE) != 0;
 	atexit(at_exit);
@@ -470,8 +475,10 @@ void sdn_call_init(struct sdn_call *c, const char *name, int kind, const char *c
 
 void sdn_enter(struct sdn_call *c)
 {
-	if (c->kind == SDN_KIND_FINALIZE)
+	if (c->kind == SDN_KIND_FINALIZE) {
+		sdn_bcast_finish();
 		sdn_node_finish();
+	}
 	else
 		sdn_node_enter(c); /* tag: one store, no syscall; push: once per call kind */
 	if (!S.active)

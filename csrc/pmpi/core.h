@@ -51,6 +51,8 @@ extern SDN_TLS const struct sdn_call *sdn_current_call SDN_HIDDEN;
 SDN_HIDDEN void sdn_call_init(struct sdn_call *c, const char *name, int kind, const char *coll);
 SDN_HIDDEN void sdn_enter(struct sdn_call *c);
 SDN_HIDDEN void sdn_leave(struct sdn_call *c, int rc);
+/* MPI_Bcast's core (bcast mode, bcast.c): PMPI_Bcast, or the replicated path. */
+SDN_HIDDEN int sdn_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
 /* Statuses to use when the caller passed MPI_STATUSES_IGNORE (per thread), or
  * NULL when not profiling or out of memory. */
 SDN_HIDDEN MPI_Status *sdn_status_scratch(int n);

@@ -125,6 +125,7 @@ class Entry:
     klass: str = ""
     collective: str = ""
     keys: dict[str, str] = field(default_factory=dict)
+    via: str = ""  # a core function called instead of the PMPI_ one (same arguments)
 
 
 def parse_params(text: str, where: str) -> list[Param]:
@@ -200,6 +201,11 @@ def _classify(entry: Entry, words: list[str], where: str) -> None:
     names = {p.name for p in entry.params}
     for word in rest:
         key, eq, arg = word.partition("=")
+        if key == "via":
+            if not _IDENT_RE.fullmatch(arg) or entry.via:
+                raise SpecError(f"{where}: via needs one C function name, got {word!r}")
+            entry.via = arg
+            continue
         if not eq or not arg:
             raise SpecError(f"{where}: expected key=arg, got {word!r}")
         required, optional = CLASSES[klass]
@@ -275,7 +281,7 @@ def wrapper(e: Entry) -> str:
         "    sdn_depth++;",
         *body,
         "    sdn_enter(&c);",
-        f"    rc = P{e.name}({args});",
+        f"    rc = {e.via or 'P' + e.name}({args});",
         "    sdn_leave(&c, rc);",
         "    sdn_depth--;",
         "    return rc;",

@@ -42,7 +42,8 @@ static struct {
 	int push_warned;
 	struct push_key cache[PUSH_CACHE];
 	int ncache;
-} N = {-1, NULL, 0, 0, 0, 2000, 0, {{0}}, 0};
+	char ip[16]; /* the fabric address in the agent's register reply */
+} N = {-1, NULL, 0, 0, 0, 2000, 0, {{0}}, 0, ""};
 
 static void untagged(const char *path, const char *why)
 {
@@ -97,6 +98,7 @@ static const char *do_register(const struct sdn_config *cfg, const char *path, c
 		return why;
 	}
 	snprintf(me->ip, sizeof(me->ip), "%s", r.ip);
+	snprintf(N.ip, sizeof(N.ip), "%s", r.ip);
 	me->pid = (int32_t)getpid();
 	me->job_slot = r.job_slot;
 	me->nports = r.nports;
@@ -223,6 +225,7 @@ void sdn_node_init(const struct sdn_config *cfg, int rank, int nprocs)
 		struct timeval tv = {cfg->push_timeout_ms / 1000, (cfg->push_timeout_ms % 1000) * 1000};
 		setsockopt(N.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		N.push = 1;
+		N.push_timeout_ms = cfg->push_timeout_ms;
 	}
 }
 
@@ -350,4 +353,27 @@ void sdn_node_finish(void)
 					&passed) == 0 && passed >= 0)
 		close(passed);
 	drop_agent();
+}
+
+const char *sdn_node_ip(void)
+{
+	return N.ip;
+}
+
+int sdn_node_request(const char *req, char *line, size_t len, int timeout_ms)
+{
+	struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+	int passed = -1, rc;
+
+	if (N.fd < 0)
+		return -1;
+	setsockopt(N.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	rc = sdn_agent_call(N.fd, req, line, len, &passed);
+	if (passed >= 0)
+		close(passed);
+	if (N.push) { /* push mode's own bound back */
+		tv = (struct timeval){N.push_timeout_ms / 1000, (N.push_timeout_ms % 1000) * 1000};
+		setsockopt(N.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
+	return rc;
 }

@@ -21,5 +21,10 @@
 SDN_HIDDEN void sdn_node_init(const struct sdn_config *cfg, int rank, int nprocs);
 SDN_HIDDEN void sdn_node_enter(const struct sdn_call *c);
 SDN_HIDDEN void sdn_node_finish(void);
+/* The fabric address the agent gave at registration ("" without one). */
+SDN_HIDDEN const char *sdn_node_ip(void);
+/* One request to the agent and its reply line, waiting at most timeout_ms;
+ * 0, or -1 without an agent or a reply (bcast mode's bcast_open/bcast_close). */
+SDN_HIDDEN int sdn_node_request(const char *req, char *line, size_t len, int timeout_ms);
 
 #endif

@@ -95,8 +95,11 @@ def test_spec_covers_the_required_calls_and_each_entry_gets_a_wrapper(gen):
     assert "sdn_status_scratch(count)" in waitall
     assert "c.requests = array_of_requests;\n    c.nreq = count;" in waitall
     for e in entries:
-        assert f"rc = P{e.name}(" in code
-        assert f"return P{e.name}(" in code  # the re-entry path
+        assert f"rc = {e.via or 'P' + e.name}(" in code
+        assert f"return P{e.name}(" in code  # the re-entry path: always the library's
+    # bcast mode: MPI_Bcast goes through the core's sdn_bcast (csrc/pmpi/bcast.c)
+    assert [e.name for e in entries if e.via] == ["MPI_Bcast"]
+    assert "rc = sdn_bcast(buffer, count, datatype, root, comm);" in code
 
 
 def test_wrapper_shape(gen):
@@ -134,6 +137,8 @@ def test_wrapper_shape(gen):
         ("MPI_X(int a)\n    coll bogus comm=a\n", "spec:2: unknown coll collective 'bogus'"),
         ("MPI_X(int a)\n    completion flag=a flag=a\n", "spec:2: key 'flag' given twice"),
         ("MPI_X(int a)\n    init peer\n", "spec:2: expected key=arg"),
+        ("MPI_X(int a)\n    init via=a-b\n", "spec:2: via needs one C function name"),
+        ("MPI_X(int a)\n    init via=f via=g\n", "spec:2: via needs one C function name"),
         ("# nothing\n", "spec: no functions"),
     ],
 )

@@ -251,7 +251,8 @@ def test_unwritable_trace_dir_and_bad_mode(built, flavour, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("sdnmpi:")]
     assert ours == [
-        "sdnmpi: unknown mode 'bogus' in SDNMPI_MODE ignored (valid: profile, register, push, tag)"
+        "sdnmpi: unknown mode 'bogus' in SDNMPI_MODE ignored "
+        "(valid: profile, register, push, tag, bcast)"
     ]
     assert len(list(tmp_path.glob("sdnmpi-trace-*.jsonl"))) == NP
 

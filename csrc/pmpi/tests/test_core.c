@@ -383,6 +383,39 @@ static void test_writers(const char *outdir)
 	CHECK(sdn_prepare_dir("/proc/sdnmpi-no-such-dir") == -1);
 }
 
+/* bcast mode: the mode word and its keys (csrc/pmpi/README.md) */
+static void test_bcast_config(struct sdn_config *cfg)
+{
+	unsigned modes = 0, addr = 0, port = 0;
+
+	sdn_config_defaults(cfg);
+	CHECK(cfg->bcast_min_bytes == 65536 && cfg->bcast_timeout_ms == 1000);
+	CHECK(cfg->bcast_window == 128 && cfg->bcast_group[0] == '\0' && !cfg->bcast_stats);
+	CHECK(sdn_config_parse_modes("register,bcast", &modes, NULL, NULL) == 0);
+	CHECK(modes == (SDN_MODE_REGISTER | SDN_MODE_BCAST));
+	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_MIN_BYTES", "1048576", NULL, NULL) == 0);
+	CHECK(cfg->bcast_min_bytes == 1048576);
+	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_MIN_BYTES", "0", NULL, NULL) == 1);
+	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_TIMEOUT_MS", "250", NULL, NULL) == 0);
+	CHECK(cfg->bcast_timeout_ms == 250);
+	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_TIMEOUT_MS", "5", NULL, NULL) == 1);
+	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_WINDOW", "64", NULL, NULL) == 0);
+	CHECK(cfg->bcast_window == 64);
+	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_STATS", "1", NULL, NULL) == 0 && cfg->bcast_stats);
+	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_GROUP", "239.1.2.3:5000", NULL, NULL) == 0);
+	CHECK(strcmp(cfg->bcast_group, "239.1.2.3:5000") == 0);
+	n_reported = 0;
+	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_GROUP", "224.0.0.1:5000", record_report, NULL) == 1);
+	CHECK(n_reported == 1 && strstr(reported[0], "239.a.b.c:port") != NULL);
+	CHECK(strcmp(cfg->bcast_group, "239.1.2.3:5000") == 0);
+	CHECK(sdn_config_parse_group("239.1.2.3:5000", &addr, &port) == 0);
+	CHECK(addr == 0xEF010203u && port == 5000);
+	CHECK(sdn_config_parse_group("239.1.2.3", &addr, &port) == -1);
+	CHECK(sdn_config_parse_group("239.1.2.3:0", &addr, &port) == -1);
+	CHECK(sdn_config_parse_group("239.1.2.256:1", &addr, &port) == -1);
+	CHECK(sdn_config_parse_group("239.1.2.3:1x", &addr, &port) == -1);
+}
+
 static void test_agent_protocol(void)
 {
 	struct sdn_agent_reply r;
@@ -419,6 +452,9 @@ static void test_agent_protocol(void)
 	CHECK(sdn_agent_parse_reply("{\"ok\": false, \"error\": \"rank 0 of job \\\"j\\\" taken\"}",
 				    &r) == 0);
 	CHECK(!r.ok && strcmp(r.error, "rank 0 of job \"j\" taken") == 0);
+	CHECK(sdn_agent_parse_reply("{\"ok\": true, \"group\": \"239.1.2.3\", \"port\": 5001}",
+				    &r) == 0);
+	CHECK(r.ok && strcmp(r.group, "239.1.2.3") == 0 && r.port == 5001 && r.nports == 0);
 	CHECK(sdn_agent_parse_reply("not json", &r) == -1);
 	CHECK(sdn_agent_parse_reply("{\"x\": 1}", &r) == -1);
 	/* one exchange with a descriptor passed along (SCM_RIGHTS) */
@@ -476,6 +512,7 @@ static void test_agent_protocol(void)
 	CHECK(cfg.agent_timeout_ms == 500);
 	CHECK(sdn_config_set(&cfg, "SDNMPI_AGENT_SOCKET", "/x/%h.sock", NULL, NULL) == 0);
 	CHECK(strcmp(cfg.agent_socket, "/x/%h.sock") == 0);
+	test_bcast_config(&cfg);
 }
 
 int main(int argc, char **argv)

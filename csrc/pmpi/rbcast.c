@@ -1,0 +1,550 @@
+/* The replicated broadcast's reliability engine (see rbcast.h): pure, no I/O. */
+#include "rbcast.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MS 1000000ull
+
+struct rb_peer {
+	uint32_t cum;        /* leading packets it holds */
+	uint64_t bitmap;     /* packets cum+1+i it holds */
+	uint64_t last_heard; /* its last valid ACK (or the start) */
+};
+
+struct sdn_rb_sender {
+	struct sdn_rb_params p;
+	const uint8_t *buf;
+	uint64_t len, session, start;
+	uint32_t npackets, nrecv;
+	uint32_t next_new;  /* first packet never sent */
+	uint32_t min_cum;   /* the slowest receiver's cumulative ack */
+	uint32_t repair_lo; /* no repair is marked below this */
+	uint32_t n_repair;  /* packets marked for repair */
+	uint8_t *need;      /* per packet: 1 = marked for repair */
+	uint64_t *last_sent;
+	struct rb_peer *peer;
+	enum sdn_rb_fail fail;
+	int32_t fail_peer;
+	struct sdn_rb_sender_stats st;
+};
+
+struct sdn_rb_receiver {
+	struct sdn_rb_params p;
+	uint8_t *buf;
+	uint64_t len, session;
+	uint32_t npackets, index;
+	uint8_t *have; /* per packet: 1 = in the buffer */
+	uint32_t cum, top, received, since_ack; /* top: highest packet held + 1 */
+	uint64_t last_ack, last_new;
+	int ack_due, dup_due, final_left, complete, failed;
+	struct sdn_rb_receiver_stats st;
+};
+
+static uint64_t elapsed(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
+
+static uint64_t earliest(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static uint64_t after(uint64_t then, uint64_t span)
+{
+	return then > UINT64_MAX - span ? UINT64_MAX : then + span;
+}
+
+void sdn_rb_params_default(struct sdn_rb_params *p)
+{
+	p->payload_bytes = SDNMPI_RBCAST_DEFAULT_PAYLOAD;
+	p->window_pkts = 128;
+	p->ack_every = 16;
+	p->final_acks = 3;
+	p->rto_ns = 10 * MS;
+	p->repair_holdoff_ns = 2 * MS;
+	p->ack_interval_ns = 5 * MS;
+	p->recv_dead_ns = 1000 * MS;
+	p->send_dead_ns = 2000 * MS;
+	p->overall_ns = 0;
+}
+
+int sdn_rb_params_check(const struct sdn_rb_params *p)
+{
+	if (!p || p->payload_bytes < 1 || p->payload_bytes > SDNMPI_RBCAST_MAX_PAYLOAD)
+		return -1;
+	if (p->window_pkts < 1 || p->ack_every < 1 || !p->rto_ns || !p->ack_interval_ns)
+		return -1;
+	if (!p->recv_dead_ns || p->recv_dead_ns > UINT64_MAX / 4)
+		return -1;
+	if (p->send_dead_ns <= p->recv_dead_ns + p->ack_interval_ns)
+		return -1;
+	return 0;
+}
+
+uint32_t sdn_rb_npackets(uint64_t len, uint32_t payload_bytes)
+{
+	uint64_t n;
+
+	if (!payload_bytes)
+		return UINT32_MAX;
+	n = len / payload_bytes + (len % payload_bytes != 0);
+	return n >= UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+/* Bytes of packet seq (seq < npackets). */
+static uint64_t packet_len(uint64_t len, uint32_t payload, uint32_t seq)
+{
+	uint64_t off = (uint64_t)seq * payload;
+
+	return len - off < payload ? len - off : payload;
+}
+
+/* -- sender --------------------------------------------------------------------- */
+
+struct sdn_rb_sender *sdn_rb_sender_new(const struct sdn_rb_params *p, uint64_t session,
+					const void *buf, uint64_t len, uint32_t nrecv,
+					uint64_t now)
+{
+	struct sdn_rb_sender *s;
+	uint32_t n;
+
+	if (sdn_rb_params_check(p) || nrecv < 1 || (!buf && len))
+		return NULL;
+	n = sdn_rb_npackets(len, p->payload_bytes);
+	if (n == UINT32_MAX)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->need = calloc((size_t)n + 1, 1);
+	s->last_sent = calloc((size_t)n + 1, sizeof(uint64_t));
+	s->peer = calloc(nrecv, sizeof(*s->peer));
+	if (!s->need || !s->last_sent || !s->peer) {
+		sdn_rb_sender_free(s);
+		return NULL;
+	}
+	s->p = *p;
+	s->buf = buf;
+	s->len = len;
+	s->session = session;
+	s->start = now;
+	s->npackets = n;
+	s->nrecv = nrecv;
+	s->fail_peer = -1;
+	for (uint32_t i = 0; i < nrecv; i++)
+		s->peer[i].last_heard = now;
+	return s;
+}
+
+void sdn_rb_sender_free(struct sdn_rb_sender *s)
+{
+	if (!s)
+		return;
+	free(s->need);
+	free(s->last_sent);
+	free(s->peer);
+	free(s);
+}
+
+static void update_min_cum(struct sdn_rb_sender *s)
+{
+	uint32_t m = s->npackets;
+
+	for (uint32_t i = 0; i < s->nrecv; i++)
+		if (s->peer[i].cum < m)
+			m = s->peer[i].cum;
+	s->min_cum = m;
+}
+
+static void mark_repair(struct sdn_rb_sender *s, uint32_t seq)
+{
+	if (s->need[seq])
+		return;
+	s->need[seq] = 1;
+	s->n_repair++;
+	if (seq < s->repair_lo || s->n_repair == 1)
+		s->repair_lo = seq;
+}
+
+/* Mark what this ACK shows missing: certainly lost (a later packet arrived) once
+ * per holdoff, merely late after rto. */
+static void mark_missing(struct sdn_rb_sender *s, uint64_t now, uint32_t cum, uint64_t bitmap)
+{
+	uint64_t span = (uint64_t)cum + 1 + SDNMPI_RBCAST_BITMAP_BITS;
+	uint32_t end = span < s->next_new ? (uint32_t)span : s->next_new;
+	uint64_t top = bitmap ? (uint64_t)cum + 1 + (uint64_t)(63 - __builtin_clzll(bitmap)) : 0;
+
+	for (uint32_t seq = cum; seq < end; seq++) {
+		uint64_t since;
+		if (seq > cum && (bitmap >> (seq - cum - 1)) & 1)
+			continue;
+		since = elapsed(now, s->last_sent[seq]);
+		if ((seq < top && since >= s->p.repair_holdoff_ns) || since >= s->p.rto_ns)
+			mark_repair(s, seq);
+	}
+}
+
+/* An ACK that fits this sender, decoded into h; 0 or -1. */
+static int valid_ack(const struct sdn_rb_sender *s, const void *pkt, size_t len,
+		     struct sdnmpi_rbcast_hdr *h)
+{
+	if (!pkt || len != SDNMPI_RBCAST_HDR_LEN || sdnmpi_rbcast_decode(pkt, len, h))
+		return -1;
+	if (h->type != SDNMPI_RBCAST_TYPE_ACK || h->session != s->session ||
+	    h->total_len != s->len || h->npackets != s->npackets || h->payload_len != 0 ||
+	    h->receiver >= s->nrecv || h->seq > s->npackets)
+		return -1;
+	return 0;
+}
+
+int sdn_rb_sender_on_ack(struct sdn_rb_sender *s, uint64_t now, const void *pkt, size_t len)
+{
+	struct sdnmpi_rbcast_hdr h;
+	struct rb_peer *r;
+	uint64_t bitmap;
+	uint32_t beyond;
+
+	if (valid_ack(s, pkt, len, &h)) {
+		s->st.ignored++;
+		return -1;
+	}
+	s->st.acks++;
+	r = &s->peer[h.receiver];
+	if (now > r->last_heard)
+		r->last_heard = now;
+	if ((h.flags & SDNMPI_RBCAST_FLAG_ABORT) && !s->fail && s->min_cum < s->npackets) {
+		s->fail = SDN_RB_FAIL_ABORT;
+		s->fail_peer = (int32_t)h.receiver;
+		return 0;
+	}
+	beyond = s->npackets - h.seq; /* packets after cum that exist: bits 0..beyond-2 */
+	bitmap = beyond > SDNMPI_RBCAST_BITMAP_BITS ? h.ack_bitmap
+		 : beyond > 1 ? h.ack_bitmap & ((1ull << (beyond - 1)) - 1)
+			      : 0;
+	if (h.seq > r->cum) {
+		r->cum = h.seq;
+		r->bitmap = bitmap;
+	} else if (h.seq == r->cum) {
+		r->bitmap |= bitmap;
+	}
+	update_min_cum(s);
+	if (h.seq < s->npackets)
+		mark_missing(s, now, h.seq, bitmap);
+	return 0;
+}
+
+static void fill_packet(struct sdn_rb_sender *s, uint64_t now, uint32_t seq, int repair,
+			struct sdn_rb_packet *out)
+{
+	struct sdnmpi_rbcast_hdr h = {0};
+
+	h.magic = SDNMPI_RBCAST_MAGIC;
+	h.version = SDNMPI_RBCAST_VERSION;
+	h.type = SDNMPI_RBCAST_TYPE_DATA;
+	h.flags = repair ? SDNMPI_RBCAST_FLAG_REPAIR : 0;
+	h.session = s->session;
+	h.seq = seq;
+	h.npackets = s->npackets;
+	h.total_len = s->len;
+	h.payload_len = (uint32_t)packet_len(s->len, s->p.payload_bytes, seq);
+	sdnmpi_rbcast_encode(&h, out->hdr);
+	out->payload = s->buf + (uint64_t)seq * s->p.payload_bytes;
+	out->payload_len = h.payload_len;
+	out->seq = seq;
+	out->repair = repair;
+	s->last_sent[seq] = now;
+	s->st.packets++;
+	if (repair)
+		s->st.repairs++;
+}
+
+/* The lowest packet marked for repair, unmarked; UINT32_MAX if none. */
+static uint32_t take_repair(struct sdn_rb_sender *s)
+{
+	for (uint32_t seq = s->repair_lo; s->n_repair && seq < s->npackets; seq++) {
+		if (!s->need[seq])
+			continue;
+		s->need[seq] = 0;
+		s->n_repair--;
+		s->repair_lo = seq + 1;
+		return seq;
+	}
+	s->n_repair = 0;
+	return UINT32_MAX;
+}
+
+/* FAILED if a receiver has been silent too long or the call took too long. */
+static void check_deadlines(struct sdn_rb_sender *s, uint64_t now)
+{
+	if (s->p.overall_ns && elapsed(now, s->start) >= s->p.overall_ns) {
+		s->fail = SDN_RB_FAIL_OVERALL;
+		return;
+	}
+	for (uint32_t i = 0; i < s->nrecv; i++) {
+		if (s->peer[i].cum < s->npackets &&
+		    elapsed(now, s->peer[i].last_heard) >= s->p.send_dead_ns) {
+			s->fail = SDN_RB_FAIL_DEAD;
+			s->fail_peer = (int32_t)i;
+			return;
+		}
+	}
+}
+
+static uint64_t sender_wake(const struct sdn_rb_sender *s)
+{
+	uint64_t wake = UINT64_MAX;
+
+	if (s->min_cum < s->next_new)
+		wake = after(s->last_sent[s->min_cum], s->p.rto_ns);
+	if (s->p.overall_ns)
+		wake = earliest(wake, after(s->start, s->p.overall_ns));
+	for (uint32_t i = 0; i < s->nrecv; i++)
+		if (s->peer[i].cum < s->npackets)
+			wake = earliest(wake, after(s->peer[i].last_heard, s->p.send_dead_ns));
+	return wake;
+}
+
+enum sdn_rb_action sdn_rb_sender_poll(struct sdn_rb_sender *s, uint64_t now,
+				      struct sdn_rb_packet *out, uint64_t *wake_ns)
+{
+	uint32_t seq;
+
+	*wake_ns = UINT64_MAX;
+	if (s->fail)
+		return SDN_RB_FAILED;
+	if (s->min_cum >= s->npackets)
+		return SDN_RB_DONE;
+	check_deadlines(s, now);
+	if (s->fail)
+		return SDN_RB_FAILED;
+	if (s->n_repair && (seq = take_repair(s)) != UINT32_MAX) {
+		fill_packet(s, now, seq, 1, out);
+		return SDN_RB_SEND;
+	}
+	if (s->next_new < s->npackets &&
+	    (uint64_t)s->next_new < (uint64_t)s->min_cum + s->p.window_pkts) {
+		fill_packet(s, now, s->next_new++, 0, out);
+		return SDN_RB_SEND;
+	}
+	seq = s->min_cum;
+	if (seq < s->next_new && elapsed(now, s->last_sent[seq]) >= s->p.rto_ns) {
+		fill_packet(s, now, seq, 1, out);
+		s->st.tail++;
+		return SDN_RB_SEND;
+	}
+	*wake_ns = sender_wake(s);
+	return SDN_RB_WAIT;
+}
+
+enum sdn_rb_fail sdn_rb_sender_failure(const struct sdn_rb_sender *s, int32_t *receiver)
+{
+	if (receiver)
+		*receiver = s->fail_peer;
+	return s->fail;
+}
+
+void sdn_rb_sender_stats(const struct sdn_rb_sender *s, struct sdn_rb_sender_stats *st)
+{
+	*st = s->st;
+}
+
+/* -- receiver ------------------------------------------------------------------- */
+
+struct sdn_rb_receiver *sdn_rb_receiver_new(const struct sdn_rb_params *p, uint64_t session,
+					    void *buf, uint64_t len, uint32_t index,
+					    uint64_t now)
+{
+	struct sdn_rb_receiver *r;
+	uint32_t n;
+
+	if (sdn_rb_params_check(p) || (!buf && len))
+		return NULL;
+	n = sdn_rb_npackets(len, p->payload_bytes);
+	if (n == UINT32_MAX)
+		return NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->have = calloc((size_t)n + 1, 1);
+	if (!r->have) {
+		free(r);
+		return NULL;
+	}
+	r->p = *p;
+	r->buf = buf;
+	r->len = len;
+	r->session = session;
+	r->npackets = n;
+	r->index = index;
+	r->last_ack = now;
+	r->last_new = now;
+	r->ack_due = 1; /* the root learns at once that this receiver is there */
+	if (n == 0) {
+		r->complete = 1;
+		r->final_left = (int)p->final_acks;
+	}
+	return r;
+}
+
+void sdn_rb_receiver_free(struct sdn_rb_receiver *r)
+{
+	if (!r)
+		return;
+	free(r->have);
+	free(r);
+}
+
+static int valid_data(const struct sdn_rb_receiver *r, const void *pkt, size_t len,
+		      struct sdnmpi_rbcast_hdr *h)
+{
+	if (!pkt || sdnmpi_rbcast_decode(pkt, len, h))
+		return -1;
+	if (h->type != SDNMPI_RBCAST_TYPE_DATA || h->session != r->session ||
+	    h->total_len != r->len || h->npackets != r->npackets || h->seq >= r->npackets)
+		return -1;
+	if (h->payload_len != packet_len(r->len, r->p.payload_bytes, h->seq) ||
+	    len - SDNMPI_RBCAST_HDR_LEN != h->payload_len)
+		return -1;
+	return 0;
+}
+
+int sdn_rb_receiver_on_data(struct sdn_rb_receiver *r, uint64_t now, const void *pkt,
+			    size_t len)
+{
+	struct sdnmpi_rbcast_hdr h;
+
+	if (r->failed || valid_data(r, pkt, len, &h)) {
+		r->st.ignored++;
+		return -1;
+	}
+	if (r->have[h.seq]) {
+		r->st.duplicates++;
+		r->dup_due = 1;
+		return 1;
+	}
+	memcpy(r->buf + (uint64_t)h.seq * r->p.payload_bytes,
+	       (const uint8_t *)pkt + SDNMPI_RBCAST_HDR_LEN, h.payload_len);
+	r->have[h.seq] = 1;
+	r->received++;
+	r->st.packets++;
+	r->last_new = now;
+	if (h.seq > r->top) /* a gap opened: say so at once */
+		r->ack_due = 1;
+	if (h.seq >= r->top)
+		r->top = h.seq + 1;
+	while (r->cum < r->npackets && r->have[r->cum])
+		r->cum++;
+	if (++r->since_ack >= r->p.ack_every)
+		r->ack_due = 1;
+	if (r->received == r->npackets) {
+		r->complete = 1;
+		r->final_left = (int)r->p.final_acks;
+		r->ack_due = 1;
+	}
+	return 0;
+}
+
+static void fill_ack(const struct sdn_rb_receiver *r, uint8_t ack[SDNMPI_RBCAST_HDR_LEN])
+{
+	struct sdnmpi_rbcast_hdr h = {0};
+
+	h.magic = SDNMPI_RBCAST_MAGIC;
+	h.version = SDNMPI_RBCAST_VERSION;
+	h.type = SDNMPI_RBCAST_TYPE_ACK;
+	h.session = r->session;
+	h.seq = r->cum;
+	h.npackets = r->npackets;
+	h.total_len = r->len;
+	h.receiver = r->index;
+	for (uint32_t i = 0; i < SDNMPI_RBCAST_BITMAP_BITS; i++) {
+		uint64_t seq = (uint64_t)r->cum + 1 + i;
+		if (seq >= r->npackets)
+			break;
+		if (r->have[seq])
+			h.ack_bitmap |= 1ull << i;
+	}
+	sdnmpi_rbcast_encode(&h, ack);
+}
+
+static int ack_is_due(const struct sdn_rb_receiver *r, uint64_t now)
+{
+	uint64_t quiet = elapsed(now, r->last_ack);
+
+	if (r->ack_due)
+		return 1;
+	if ((!r->complete || r->final_left > 0) && quiet >= r->p.ack_interval_ns)
+		return 1;
+	return r->dup_due && quiet >= r->p.repair_holdoff_ns;
+}
+
+static uint64_t receiver_wake(const struct sdn_rb_receiver *r)
+{
+	uint64_t wake = UINT64_MAX;
+
+	if (!r->complete || r->final_left > 0)
+		wake = after(r->last_ack, r->p.ack_interval_ns);
+	if (!r->complete)
+		wake = earliest(wake, after(r->last_new, r->p.recv_dead_ns));
+	if (r->dup_due)
+		wake = earliest(wake, after(r->last_ack, r->p.repair_holdoff_ns));
+	return wake;
+}
+
+enum sdn_rb_action sdn_rb_receiver_poll(struct sdn_rb_receiver *r, uint64_t now,
+					uint8_t ack[SDNMPI_RBCAST_HDR_LEN], uint64_t *wake_ns)
+{
+	*wake_ns = UINT64_MAX;
+	if (r->failed)
+		return SDN_RB_FAILED;
+	if (!r->complete && elapsed(now, r->last_new) >= r->p.recv_dead_ns) {
+		r->failed = 1;
+		return SDN_RB_FAILED;
+	}
+	if (ack_is_due(r, now)) {
+		fill_ack(r, ack);
+		r->last_ack = now;
+		r->ack_due = r->dup_due = 0;
+		r->since_ack = 0;
+		if (r->complete && r->final_left > 0)
+			r->final_left--;
+		r->st.acks++;
+		return SDN_RB_SEND;
+	}
+	if (r->complete && r->final_left == 0 && !r->dup_due)
+		return SDN_RB_COMPLETE;
+	*wake_ns = receiver_wake(r);
+	return SDN_RB_WAIT;
+}
+
+int sdn_rb_receiver_complete(const struct sdn_rb_receiver *r)
+{
+	return r->complete;
+}
+
+void sdn_rb_receiver_stats(const struct sdn_rb_receiver *r, struct sdn_rb_receiver_stats *st)
+{
+	*st = r->st;
+}
+
+void sdn_rb_abort_ack(uint64_t session, uint64_t len, uint32_t npackets, uint32_t index,
+		      uint8_t ack[SDNMPI_RBCAST_HDR_LEN])
+{
+	struct sdnmpi_rbcast_hdr h = {0};
+
+	h.magic = SDNMPI_RBCAST_MAGIC;
+	h.version = SDNMPI_RBCAST_VERSION;
+	h.type = SDNMPI_RBCAST_TYPE_ACK;
+	h.flags = SDNMPI_RBCAST_FLAG_ABORT;
+	h.session = session;
+	h.npackets = npackets;
+	h.total_len = len;
+	h.receiver = index;
+	sdnmpi_rbcast_encode(&h, ack);
+}
+
+int sdn_rb_decode(const void *pkt, size_t len, struct sdnmpi_rbcast_hdr *h)
+{
+	return pkt ? sdnmpi_rbcast_decode(pkt, len, h) : -1;
+}

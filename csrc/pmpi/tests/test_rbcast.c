@@ -1,0 +1,391 @@
+/* Unit tests of the replicated broadcast's engine (rbcast.c) over an in-memory
+ * channel with a fake clock; run by tests/pmpi/test_rbcast_protocol.py, which also
+ * decodes the "rbcast-vector KIND HEX" lines this program prints with the Python
+ * codec (sdnmpi.wire.rbcast).  Usage: test_rbcast */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rbcast.h"
+
+static int failures, checks;
+
+#define CHECK(cond)                                                                    \
+	do {                                                                           \
+		checks++;                                                              \
+		if (!(cond)) {                                                         \
+			failures++;                                                    \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
+				#cond);                                                \
+		}                                                                      \
+	} while (0)
+
+#define MAXR 8
+#define GUARD 64
+#define MS 1000000ull
+
+/* A drop rule: returns 1 to drop the n-th DATA copy to receiver r (or the n-th ACK
+ * from r when ack is 1). */
+typedef int (*drop_fn)(int ack, uint32_t r, uint64_t n, uint32_t seq);
+
+struct sim {
+	struct sdn_rb_sender *s;
+	struct sdn_rb_receiver *r[MAXR];
+	uint8_t *src, *dst[MAXR];
+	uint32_t nrecv;
+	uint64_t len, now, data_n, ack_n;
+	enum sdn_rb_action end;
+};
+
+static uint8_t *guarded(uint64_t len, uint8_t fill)
+{
+	uint8_t *p = malloc(len + 2 * GUARD);
+
+	memset(p, fill, len + 2 * GUARD);
+	return p + GUARD;
+}
+
+static int guards_intact(const uint8_t *p, uint64_t len, uint8_t fill)
+{
+	for (int i = 0; i < GUARD; i++)
+		if (p[-1 - i] != fill || p[len + (uint64_t)i] != fill)
+			return 0;
+	return 1;
+}
+
+static void sim_init(struct sim *m, const struct sdn_rb_params *p, uint64_t len, uint32_t nrecv)
+{
+	memset(m, 0, sizeof(*m));
+	m->len = len;
+	m->nrecv = nrecv;
+	m->now = 1000;
+	m->src = guarded(len, 0xEE);
+	for (uint64_t i = 0; i < len; i++)
+		m->src[i] = (uint8_t)(i * 131 + (i >> 8));
+	m->s = sdn_rb_sender_new(p, 77, m->src, len, nrecv, m->now);
+	for (uint32_t i = 0; i < nrecv; i++) {
+		m->dst[i] = guarded(len, 0xA5);
+		memset(m->dst[i], 0, len);
+		m->r[i] = sdn_rb_receiver_new(p, 77, m->dst[i], len, i, m->now);
+	}
+}
+
+static void sim_free(struct sim *m)
+{
+	sdn_rb_sender_free(m->s);
+	free(m->src - GUARD);
+	for (uint32_t i = 0; i < m->nrecv; i++) {
+		sdn_rb_receiver_free(m->r[i]);
+		free(m->dst[i] - GUARD);
+	}
+}
+
+/* Run until the sender ends (zero delay: a packet arrives when it is sent). */
+static void sim_run(struct sim *m, drop_fn drop, uint64_t max_steps)
+{
+	uint8_t pkt[SDNMPI_RBCAST_HDR_LEN + SDNMPI_RBCAST_MAX_PAYLOAD], ack[SDNMPI_RBCAST_HDR_LEN];
+	struct sdn_rb_packet out;
+	uint64_t wake, rwake, step;
+
+	for (step = 0; step < max_steps; step++) {
+		enum sdn_rb_action a = sdn_rb_sender_poll(m->s, m->now, &out, &wake);
+		uint64_t next = wake;
+		if (a == SDN_RB_DONE || a == SDN_RB_FAILED) {
+			m->end = a;
+			return;
+		}
+		if (a == SDN_RB_SEND) {
+			memcpy(pkt, out.hdr, SDNMPI_RBCAST_HDR_LEN);
+			memcpy(pkt + SDNMPI_RBCAST_HDR_LEN, out.payload, out.payload_len);
+			for (uint32_t i = 0; i < m->nrecv; i++)
+				if (!drop || !drop(0, i, m->data_n++, out.seq))
+					sdn_rb_receiver_on_data(m->r[i], m->now, pkt,
+								SDNMPI_RBCAST_HDR_LEN + out.payload_len);
+			next = m->now;
+		}
+		for (uint32_t i = 0; i < m->nrecv; i++) {
+			enum sdn_rb_action ra;
+			while ((ra = sdn_rb_receiver_poll(m->r[i], m->now, ack, &rwake)) == SDN_RB_SEND)
+				if (!drop || !drop(1, i, m->ack_n++, 0))
+					sdn_rb_sender_on_ack(m->s, m->now, ack, sizeof(ack));
+			if (ra == SDN_RB_WAIT && rwake < next)
+				next = rwake;
+		}
+		if (next > m->now)
+			m->now = next == UINT64_MAX ? m->now + MS : next;
+	}
+	m->end = SDN_RB_WAIT; /* did not terminate */
+}
+
+static int sim_delivered(const struct sim *m)
+{
+	for (uint32_t i = 0; i < m->nrecv; i++) {
+		if (!sdn_rb_receiver_complete(m->r[i]) || memcmp(m->src, m->dst[i], m->len))
+			return 0;
+		if (!guards_intact(m->dst[i], m->len, 0xA5))
+			return 0;
+	}
+	return 1;
+}
+
+static int drop_none(int ack, uint32_t r, uint64_t n, uint32_t seq)
+{
+	(void)ack, (void)r, (void)n, (void)seq;
+	return 0;
+}
+
+static int drop_every_7th_data(int ack, uint32_t r, uint64_t n, uint32_t seq)
+{
+	(void)r, (void)seq;
+	return !ack && n % 7 == 3;
+}
+
+static int drop_receiver_1(int ack, uint32_t r, uint64_t n, uint32_t seq)
+{
+	(void)ack, (void)n, (void)seq;
+	return r == 1;
+}
+
+static int drop_all_acks(int ack, uint32_t r, uint64_t n, uint32_t seq)
+{
+	(void)r, (void)n, (void)seq;
+	return ack;
+}
+
+static int drop_first_300(int ack, uint32_t r, uint64_t n, uint32_t seq)
+{
+	(void)r, (void)seq;
+	return !ack && n < 300;
+}
+
+static int drop_last_packet_once(int ack, uint32_t r, uint64_t n, uint32_t seq)
+{
+	static int dropped[MAXR];
+
+	(void)n;
+	if (ack || seq != 9 || dropped[r])
+		return 0;
+	dropped[r] = 1;
+	return 1;
+}
+
+static void test_params(void)
+{
+	struct sdn_rb_params p;
+
+	sdn_rb_params_default(&p);
+	CHECK(sdn_rb_params_check(&p) == 0);
+	CHECK(p.payload_bytes == 1400 && p.send_dead_ns > p.recv_dead_ns);
+	p.send_dead_ns = p.recv_dead_ns;
+	CHECK(sdn_rb_params_check(&p) == -1);
+	sdn_rb_params_default(&p);
+	p.payload_bytes = 0;
+	CHECK(sdn_rb_params_check(&p) == -1);
+	CHECK(sdn_rb_sender_new(&p, 1, "x", 1, 1, 0) == NULL);
+	CHECK(sdn_rb_npackets(0, 1400) == 0);
+	CHECK(sdn_rb_npackets(1400, 1400) == 1);
+	CHECK(sdn_rb_npackets(1401, 1400) == 2);
+	CHECK(sdn_rb_npackets(1ull << 60, 1) == UINT32_MAX);
+}
+
+static void run_case(const char *name, uint64_t len, uint32_t nrecv, drop_fn drop,
+		     enum sdn_rb_action want)
+{
+	struct sdn_rb_params p;
+	struct sim m;
+
+	sdn_rb_params_default(&p);
+	sim_init(&m, &p, len, nrecv);
+	CHECK(m.s != NULL);
+	sim_run(&m, drop, 2000000);
+	if (m.end != want)
+		fprintf(stderr, "case %s: ended %d, wanted %d\n", name, (int)m.end, (int)want);
+	CHECK(m.end == want);
+	if (want == SDN_RB_DONE)
+		CHECK(sim_delivered(&m));
+	for (uint32_t i = 0; i < nrecv; i++)
+		CHECK(guards_intact(m.dst[i], len, 0xA5));
+	sim_free(&m);
+}
+
+static void test_scenarios(void)
+{
+	struct sdn_rb_params p;
+	struct sdn_rb_sender_stats st;
+	struct sim m;
+	int32_t who = -2;
+
+	run_case("lossless", 100000, 3, drop_none, SDN_RB_DONE);
+	run_case("empty", 0, 2, drop_none, SDN_RB_DONE);
+	run_case("one byte", 1, 1, drop_none, SDN_RB_DONE);
+	run_case("every 7th", 300000, 4, drop_every_7th_data, SDN_RB_DONE);
+	run_case("first 300", 200000, 3, drop_first_300, SDN_RB_DONE);
+	run_case("tail", 14000, 2, drop_last_packet_once, SDN_RB_DONE);
+	run_case("blackout", 50000, 3, drop_receiver_1, SDN_RB_FAILED);
+	run_case("no acks", 50000, 2, drop_all_acks, SDN_RB_FAILED);
+
+	/* Who failed and when: receiver 1, silent from the start, after send_dead_ns;
+	 * receiver 1 itself gave up after recv_dead_ns. */
+	sdn_rb_params_default(&p);
+	sim_init(&m, &p, 50000, 3);
+	sim_run(&m, drop_receiver_1, 2000000);
+	CHECK(m.end == SDN_RB_FAILED);
+	CHECK(sdn_rb_sender_failure(m.s, &who) == SDN_RB_FAIL_DEAD && who == 1);
+	CHECK(m.now >= 1000 + p.send_dead_ns && m.now < 1000 + p.send_dead_ns + 2 * p.ack_interval_ns);
+	{
+		uint8_t ack[SDNMPI_RBCAST_HDR_LEN];
+		uint64_t wake;
+		CHECK(sdn_rb_receiver_poll(m.r[1], m.now, ack, &wake) == SDN_RB_FAILED);
+		CHECK(sdn_rb_receiver_poll(m.r[0], m.now, ack, &wake) == SDN_RB_COMPLETE);
+	}
+	sim_free(&m);
+
+	/* Repairs counted; the lossless run sends each packet once. */
+	sim_init(&m, &p, 300000, 4);
+	sim_run(&m, drop_every_7th_data, 2000000);
+	sdn_rb_sender_stats(m.s, &st);
+	CHECK(st.repairs > 0 && st.packets == sdn_rb_npackets(300000, 1400) + st.repairs);
+	sim_free(&m);
+	sim_init(&m, &p, 300000, 4);
+	sim_run(&m, drop_none, 2000000);
+	sdn_rb_sender_stats(m.s, &st);
+	CHECK(st.repairs == 0 && st.packets == sdn_rb_npackets(300000, 1400));
+	sim_free(&m);
+}
+
+static void test_window_and_abort(void)
+{
+	struct sdn_rb_params p;
+	struct sdn_rb_packet out;
+	uint8_t buf[100000] = {0}, ack[SDNMPI_RBCAST_HDR_LEN];
+	uint64_t wake;
+	int32_t who;
+	int sent = 0;
+	struct sdn_rb_sender *s;
+
+	sdn_rb_params_default(&p);
+	p.window_pkts = 10;
+	s = sdn_rb_sender_new(&p, 5, buf, sizeof(buf), 2, 0);
+	while (sdn_rb_sender_poll(s, 0, &out, &wake) == SDN_RB_SEND)
+		sent++;
+	CHECK(sent == 10 && wake == p.rto_ns);
+	/* The tail retransmit after rto: packet 0 again, a repair. */
+	CHECK(sdn_rb_sender_poll(s, p.rto_ns, &out, &wake) == SDN_RB_SEND);
+	CHECK(out.seq == 0 && out.repair);
+	sdn_rb_abort_ack(5, sizeof(buf), sdn_rb_npackets(sizeof(buf), 1400), 1, ack);
+	CHECK(sdn_rb_sender_on_ack(s, p.rto_ns, ack, sizeof(ack)) == 0);
+	CHECK(sdn_rb_sender_poll(s, p.rto_ns, &out, &wake) == SDN_RB_FAILED);
+	CHECK(sdn_rb_sender_failure(s, &who) == SDN_RB_FAIL_ABORT && who == 1);
+	sdn_rb_sender_free(s);
+}
+
+static void put_u(uint8_t *pkt, unsigned off, uint64_t v, unsigned n)
+{
+	sdnmpi_rbcast_put(pkt + off, v, n);
+}
+
+/* Packets that differ from a valid one in one field are ignored, nothing copied. */
+static void test_hostile_packets(void)
+{
+	struct sdn_rb_params p;
+	struct sdn_rb_sender *s;
+	struct sdn_rb_receiver *r;
+	struct sdn_rb_packet out;
+	uint8_t src[3000], *dst = guarded(3000, 0x5A), pkt[SDNMPI_RBCAST_HDR_LEN + 1400], bad[sizeof(pkt)];
+	uint64_t wake;
+	size_t n;
+	static const struct {
+		unsigned off, size;
+		uint64_t value;
+	} edits[] = {
+		{SDNMPI_RBCAST_OFF_MAGIC, 4, 0x11111111},    {SDNMPI_RBCAST_OFF_VERSION, 1, 2},
+		{SDNMPI_RBCAST_OFF_TYPE, 1, 2},              {SDNMPI_RBCAST_OFF_SESSION, 8, 8},
+		{SDNMPI_RBCAST_OFF_SEQ, 4, 3},               {SDNMPI_RBCAST_OFF_SEQ, 4, 0xFFFFFFFF},
+		{SDNMPI_RBCAST_OFF_NPACKETS, 4, 4},          {SDNMPI_RBCAST_OFF_TOTAL_LEN, 8, 3001},
+		{SDNMPI_RBCAST_OFF_TOTAL_LEN, 8, UINT64_MAX}, {SDNMPI_RBCAST_OFF_PAYLOAD_LEN, 4, 1401},
+		{SDNMPI_RBCAST_OFF_PAYLOAD_LEN, 4, 1399},    {SDNMPI_RBCAST_OFF_SEQ, 4, 2},
+	};
+
+	memset(src, 0x42, sizeof(src));
+	memset(dst, 0, 3000);
+	sdn_rb_params_default(&p);
+	s = sdn_rb_sender_new(&p, 9, src, sizeof(src), 1, 0);
+	r = sdn_rb_receiver_new(&p, 9, dst, 3000, 0, 0);
+	CHECK(sdn_rb_sender_poll(s, 0, &out, &wake) == SDN_RB_SEND && out.seq == 0);
+	memcpy(pkt, out.hdr, SDNMPI_RBCAST_HDR_LEN);
+	memcpy(pkt + SDNMPI_RBCAST_HDR_LEN, out.payload, out.payload_len);
+	n = SDNMPI_RBCAST_HDR_LEN + out.payload_len;
+	for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+		memcpy(bad, pkt, n);
+		put_u(bad, edits[i].off, edits[i].value, edits[i].size);
+		CHECK(sdn_rb_receiver_on_data(r, 1, bad, n) == -1);
+	}
+	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, n - 1) == -1);
+	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, 10) == -1);
+	CHECK(sdn_rb_receiver_on_data(r, 1, NULL, 0) == -1);
+	for (size_t i = 0; i < 3000; i++)
+		CHECK(dst[i] == 0);
+	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, n) == 0);
+	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, n) == 1);
+	CHECK(dst[0] == 0x42 && dst[1399] == 0x42 && dst[1400] == 0);
+	CHECK(guards_intact(dst, 3000, 0x5A));
+	/* An ACK is not DATA, and DATA is not an ACK. */
+	CHECK(sdn_rb_sender_on_ack(s, 1, pkt, n) == -1);
+	sdn_rb_sender_free(s);
+	sdn_rb_receiver_free(r);
+	free(dst - GUARD);
+}
+
+/* The final ACK is sent final_acks times, then COMPLETE; a duplicate re-ACKs. */
+static void test_final_acks(void)
+{
+	struct sdn_rb_params p;
+	struct sdn_rb_sender *s;
+	struct sdn_rb_receiver *r;
+	struct sdn_rb_packet out;
+	uint8_t src[100] = {1}, dst[100], pkt[200], ack[SDNMPI_RBCAST_HDR_LEN];
+	uint64_t wake, t = 0;
+	int acks = 0;
+
+	sdn_rb_params_default(&p);
+	s = sdn_rb_sender_new(&p, 3, src, sizeof(src), 1, 0);
+	r = sdn_rb_receiver_new(&p, 3, dst, sizeof(dst), 0, 0);
+	CHECK(sdn_rb_receiver_poll(r, 0, ack, &wake) == SDN_RB_SEND); /* hello */
+	CHECK(sdn_rb_sender_poll(s, 0, &out, &wake) == SDN_RB_SEND);
+	memcpy(pkt, out.hdr, SDNMPI_RBCAST_HDR_LEN);
+	memcpy(pkt + SDNMPI_RBCAST_HDR_LEN, out.payload, out.payload_len);
+	CHECK(sdn_rb_receiver_on_data(r, 0, pkt, SDNMPI_RBCAST_HDR_LEN + 100) == 0);
+	for (int i = 0; i < 10; i++, t += p.ack_interval_ns) {
+		enum sdn_rb_action a = sdn_rb_receiver_poll(r, t, ack, &wake);
+		acks += a == SDN_RB_SEND;
+		if (a == SDN_RB_COMPLETE)
+			break;
+	}
+	CHECK(acks == (int)p.final_acks);
+	CHECK(sdn_rb_receiver_poll(r, t, ack, &wake) == SDN_RB_COMPLETE);
+	CHECK(sdn_rb_receiver_on_data(r, t, pkt, SDNMPI_RBCAST_HDR_LEN + 100) == 1);
+	CHECK(sdn_rb_receiver_poll(r, t + p.repair_holdoff_ns, ack, &wake) == SDN_RB_SEND);
+	CHECK(sdn_rb_sender_on_ack(s, t, ack, sizeof(ack)) == 0);
+	CHECK(sdn_rb_sender_poll(s, t, &out, &wake) == SDN_RB_DONE);
+	/* Shared vectors for the Python codec: this ACK and a DATA header. */
+	printf("rbcast-vector ack ");
+	for (size_t i = 0; i < sizeof(ack); i++)
+		printf("%02x", ack[i]);
+	printf("\nrbcast-vector data ");
+	for (size_t i = 0; i < SDNMPI_RBCAST_HDR_LEN + 100; i++)
+		printf("%02x", pkt[i]);
+	printf("\n");
+	sdn_rb_sender_free(s);
+	sdn_rb_receiver_free(r);
+}
+
+int main(void)
+{
+	test_params();
+	test_scenarios();
+	test_window_and_abort();
+	test_hostile_packets();
+	test_final_acks();
+	printf("test_rbcast: %d checks, %d failures\n", checks, failures);
+	return failures ? 1 : 0;
+}
