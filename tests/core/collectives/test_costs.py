@@ -30,6 +30,16 @@ def test_binomial_bcast_lg_p_steps_each_non_root_receives_n_once(p):
 
 
 @pytest.mark.parametrize("p", PROCS)
+def test_linear_bcast_one_step_all_from_the_root(p):
+    # Open MPI's basic_linear: the root's link carries (p - 1) n in one step.
+    root = p // 2
+    s = expand("bcast", p, 7, algorithm="linear", root=root, type_bytes=4)
+    assert len(s.steps) == 1
+    assert s.bytes_received() == [0 if r == root else 28 for r in range(p)]
+    assert s.bytes_sent()[root] == s.total_bytes == (p - 1) * 28
+
+
+@pytest.mark.parametrize("p", PROCS)
 def test_scatter_ring_bcast_costs(p):
     # (lg p + p - 1) alpha + 2 n (p-1)/p beta when p divides n: the root's scatter
     # sends n(p-1)/p, and in the ring every rank sends (p-1) pieces of n/p.

@@ -54,6 +54,7 @@ def test_collectives_and_algorithms_listed():
         "binomial",
         "scatter_recursive_doubling_allgather",
         "scatter_ring_allgather",
+        "linear",
     )
     assert algorithms("alltoall") == ("brucks", "pairwise", "scattered")
 

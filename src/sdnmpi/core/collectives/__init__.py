@@ -53,6 +53,7 @@ _REGISTRY: dict[str, dict[str, Expander]] = {
         "binomial": bcast.binomial,
         "scatter_recursive_doubling_allgather": bcast.scatter_recursive_doubling_allgather,
         "scatter_ring_allgather": bcast.scatter_ring_allgather,
+        "linear": bcast.linear,
     },
     "reduce": {
         "binomial": reduce.binomial,

@@ -1,5 +1,11 @@
-"""MPI_Bcast algorithms, following MPICH 4.x.
+"""MPI_Bcast algorithms, following MPICH 4.x (and Open MPI's linear one).
 
+* ``linear``: Open MPI's ``ompi_coll_base_bcast_intra_basic_linear``
+  (``ompi/mca/coll/base/coll_base_bcast.c``): the root posts one ``isend`` of the
+  whole buffer to every other rank at once and waits for all of them; the others
+  receive from the root.  One step of ``p - 1`` messages, all leaving the root's
+  link: ``(p - 1) * nbytes`` on it.  Open MPI 4.1's fixed rules pick it for 8-15
+  ranks from 32 KiB up (``coll_tuned_decision_fixed.c``).
 * ``binomial``: ``src/mpi/coll/bcast/bcast_intra_binomial.c``.  The root sends
   to relative rank ``2^k`` for decreasing ``k``; every receiver forwards to its
   own subtree.  ``ceil(log2 p)`` rounds, each non-root receives the whole buffer
@@ -53,6 +59,21 @@ def binomial(nprocs: int, count: int, root: int, type_bytes: int) -> Schedule:
             ],
         )
         mask >>= 1
+    return b.build()
+
+
+def linear(nprocs: int, count: int, root: int, type_bytes: int) -> Schedule:
+    """The root sends the whole buffer to every other rank at once (one step).
+
+    >>> [(m.src, m.dst) for m in linear(4, 8, 1, 1).steps[0].messages]
+    [(1, 0), (1, 2), (1, 3)]
+    """
+    b = ScheduleBuilder(
+        "bcast", "linear", nprocs=nprocs, count=count, type_bytes=type_bytes, root=root
+    )
+    if count == 0:
+        return b.build()
+    b.step("linear", [b.msg(root, r, [(0, count)]) for r in range(nprocs) if r != root])
     return b.build()
 
 

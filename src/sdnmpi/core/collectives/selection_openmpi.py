@@ -17,8 +17,13 @@ our nearest algorithm and says whether the mapping is exact: ``approximated`` is
 ``False`` only where the expansion this package produces (which follows MPICH's
 code) sends the same messages as Open MPI's implementation (recursive-doubling
 allreduce, Bruck allgather and alltoall, recursive-doubling allgather on powers
-of two, ring allgather, the Bruck (dissemination) barrier and the two-process
-special cases).  Open MPI's recursive-doubling allgather falls back to Bruck for
+of two, ring allgather, the Bruck (dissemination) barrier, the basic linear
+bcast and the two-process special cases).  Bcast: the fixed rules pass a segment
+size and fan-out of 0 to every algorithm (``ompi_coll_tuned_bcast_intra_do_this(...,
+alg, 0, 0)``), so nothing is segmented: Open MPI's binomial tree (``approximated``)
+sends the whole buffer to all of a rank's children at once (children ``i ^ 2^k``
+above ``i``'s top bit), where MPICH's, which we expand, sends to one child per step.
+Open MPI's recursive-doubling allgather falls back to Bruck for
 a non-power-of-two communicator (``coll_base_allgather.c``), so that row maps to
 ``brucks`` there.
 
@@ -60,7 +65,7 @@ ALGORITHMS: dict[str, dict[int, tuple[str, str, bool]]] = {
         6: ("two_proc", "ring", False),
     },
     "bcast": {
-        1: ("basic_linear", "binomial", True),
+        1: ("basic_linear", "linear", False),
         2: ("chain", "scatter_ring_allgather", True),
         3: ("pipeline", "scatter_ring_allgather", True),
         4: ("split_binary_tree", "scatter_ring_allgather", True),
