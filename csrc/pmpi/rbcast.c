@@ -22,7 +22,16 @@ struct sdn_rb_sender {
 	uint32_t repair_lo; /* no repair is marked below this */
 	uint32_t n_repair;  /* packets marked for repair */
 	uint8_t *need;      /* per packet: 1 = marked for repair */
+	uint8_t *sends;     /* per packet: times sent, saturating (Karn: one send, one sample) */
 	uint64_t *last_sent;
+	uint64_t *order;    /* per packet: the sender's transmission count at its last send */
+	uint64_t sent_total;
+	/* Round-trip estimate (RFC 6298 from the highest packet an ACK shows, sent once)
+	 * and the congestion window (AIMD in packets, one cut per window of loss). */
+	uint64_t srtt, rttvar, rto, backoff_until;
+	double cwnd;
+	double ssthresh;
+	uint32_t recover; /* no second cut until the slowest receiver passes this */
 	struct rb_peer *peer;
 	enum sdn_rb_fail fail;
 	int32_t fail_peer;
@@ -55,6 +64,16 @@ static uint64_t after(uint64_t then, uint64_t span)
 {
 	return then > UINT64_MAX - span ? UINT64_MAX : then + span;
 }
+
+/* Congestion window: packets at the start (as TCP's initial window, RFC 6928), and
+ * the least it is cut to.  The retransmit timeout before any sample is this many
+ * times params.rto_ns (its floor), and never grows above RTO_MAX_NS nor a quarter of
+ * the receivers' dead timeout (a receiver must hear a retransmission before it gives
+ * up: with the cap at that timeout, one backed-off timeout failed a lossless call). */
+#define CWND_INITIAL 10u
+#define CWND_MIN 2.0
+#define RTO_INITIAL_FACTOR 10u
+#define RTO_MAX_NS (1000u * MS)
 
 void sdn_rb_params_default(struct sdn_rb_params *p)
 {
@@ -103,6 +122,8 @@ static uint64_t packet_len(uint64_t len, uint32_t payload, uint32_t seq)
 
 /* -- sender --------------------------------------------------------------------- */
 
+static uint64_t rto_cap(const struct sdn_rb_sender *s);
+
 struct sdn_rb_sender *sdn_rb_sender_new(const struct sdn_rb_params *p, uint64_t session,
 					const void *buf, uint64_t len, uint32_t nrecv,
 					uint64_t now)
@@ -119,9 +140,11 @@ struct sdn_rb_sender *sdn_rb_sender_new(const struct sdn_rb_params *p, uint64_t 
 	if (!s)
 		return NULL;
 	s->need = calloc((size_t)n + 1, 1);
+	s->sends = calloc((size_t)n + 1, 1);
+	s->order = calloc((size_t)n + 1, sizeof(uint64_t));
 	s->last_sent = calloc((size_t)n + 1, sizeof(uint64_t));
 	s->peer = calloc(nrecv, sizeof(*s->peer));
-	if (!s->need || !s->last_sent || !s->peer) {
+	if (!s->need || !s->sends || !s->order || !s->last_sent || !s->peer) {
 		sdn_rb_sender_free(s);
 		return NULL;
 	}
@@ -133,6 +156,11 @@ struct sdn_rb_sender *sdn_rb_sender_new(const struct sdn_rb_params *p, uint64_t 
 	s->npackets = n;
 	s->nrecv = nrecv;
 	s->fail_peer = -1;
+	s->rto = RTO_INITIAL_FACTOR * p->rto_ns;
+	if (s->rto > rto_cap(s))
+		s->rto = rto_cap(s);
+	s->cwnd = CWND_INITIAL < p->window_pkts ? CWND_INITIAL : p->window_pkts;
+	s->ssthresh = p->window_pkts;
 	for (uint32_t i = 0; i < nrecv; i++)
 		s->peer[i].last_heard = now;
 	return s;
@@ -143,6 +171,8 @@ void sdn_rb_sender_free(struct sdn_rb_sender *s)
 	if (!s)
 		return;
 	free(s->need);
+	free(s->sends);
+	free(s->order);
 	free(s->last_sent);
 	free(s->peer);
 	free(s);
@@ -168,21 +198,85 @@ static void mark_repair(struct sdn_rb_sender *s, uint32_t seq)
 		s->repair_lo = seq;
 }
 
-/* Mark what this ACK shows missing: certainly lost (a later packet arrived) once
- * per holdoff, merely late after rto. */
+/* The retransmit timeout's ceiling (see RTO_MAX_NS), never below its floor. */
+static uint64_t rto_cap(const struct sdn_rb_sender *s)
+{
+	uint64_t cap = s->p.recv_dead_ns / 4 < RTO_MAX_NS ? s->p.recv_dead_ns / 4 : RTO_MAX_NS;
+
+	return cap > s->p.rto_ns ? cap : s->p.rto_ns;
+}
+
+/* One round-trip sample (RFC 6298), the timeout from it, floored at params.rto_ns. */
+static void rtt_sample(struct sdn_rb_sender *s, uint64_t rtt)
+{
+	if (!s->srtt) {
+		s->srtt = rtt ? rtt : 1;
+		s->rttvar = rtt / 2;
+	} else {
+		uint64_t dev = rtt > s->srtt ? rtt - s->srtt : s->srtt - rtt;
+		s->rttvar = (3 * s->rttvar + dev) / 4;
+		s->srtt = (7 * s->srtt + rtt) / 8;
+		if (!s->srtt)
+			s->srtt = 1;
+	}
+	s->rto = s->srtt + 4 * s->rttvar;
+	if (s->rto < s->p.rto_ns)
+		s->rto = s->p.rto_ns;
+	if (s->rto > rto_cap(s))
+		s->rto = rto_cap(s);
+}
+
+/* Loss seen at packet seq: halve the window, once per window of data (a packet sent
+ * after the last cut must be lost for the next one). */
+static void congestion(struct sdn_rb_sender *s, uint32_t seq)
+{
+	if (seq < s->recover)
+		return;
+	s->ssthresh = s->cwnd / 2 < CWND_MIN ? CWND_MIN : s->cwnd / 2;
+	s->cwnd = s->ssthresh;
+	s->recover = s->next_new;
+	s->st.cuts++;
+}
+
+/* The slowest receiver moved from old to now: grow the window (slow start below
+ * ssthresh, then one packet per window). */
+static void grow(struct sdn_rb_sender *s, uint32_t acked)
+{
+	double cap = s->p.window_pkts;
+
+	if (!acked)
+		return;
+	if (s->cwnd < s->ssthresh)
+		s->cwnd += acked;
+	else
+		s->cwnd += (double)acked / s->cwnd;
+	if (s->cwnd > cap)
+		s->cwnd = cap;
+}
+
+/* Mark what this ACK shows missing.  Certainly lost: a packet sent after its last
+ * transmission has arrived (a receiver's path is FIFO; RACK, RFC 8985), which also
+ * keeps a repair from being repeated before it could have arrived.  Merely late:
+ * after the retransmit timeout. */
 static void mark_missing(struct sdn_rb_sender *s, uint64_t now, uint32_t cum, uint64_t bitmap)
 {
 	uint64_t span = (uint64_t)cum + 1 + SDNMPI_RBCAST_BITMAP_BITS;
 	uint32_t end = span < s->next_new ? (uint32_t)span : s->next_new;
 	uint64_t top = bitmap ? (uint64_t)cum + 1 + (uint64_t)(63 - __builtin_clzll(bitmap)) : 0;
+	uint64_t top_order = top ? s->order[top] : 0;
 
 	for (uint32_t seq = cum; seq < end; seq++) {
-		uint64_t since;
 		if (seq > cum && (bitmap >> (seq - cum - 1)) & 1)
 			continue;
-		since = elapsed(now, s->last_sent[seq]);
-		if ((seq < top && since >= s->p.repair_holdoff_ns) || since >= s->p.rto_ns)
+		if (s->need[seq])
+			continue;
+		if (seq < top && s->order[seq] < top_order &&
+		    elapsed(now, s->last_sent[seq]) >= s->p.repair_holdoff_ns) {
+			congestion(s, seq);
 			mark_repair(s, seq);
+		} else if (elapsed(now, s->last_sent[seq]) >= s->rto) {
+			mark_repair(s, seq);
+		}
 	}
 }
 
@@ -223,13 +317,27 @@ int sdn_rb_sender_on_ack(struct sdn_rb_sender *s, uint64_t now, const void *pkt,
 	bitmap = beyond > SDNMPI_RBCAST_BITMAP_BITS ? h.ack_bitmap
 		 : beyond > 1 ? h.ack_bitmap & ((1ull << (beyond - 1)) - 1)
 			      : 0;
+	{
+		/* The highest packet this ACK shows: its round trip, if it was sent once. */
+		uint64_t top = bitmap ? (uint64_t)h.seq + 1 + (uint64_t)(63 - __builtin_clzll(bitmap))
+			       : (uint64_t)h.seq;
+		if (top > 0 && (bitmap || h.seq > r->cum)) {
+			uint32_t t = bitmap ? (uint32_t)top : h.seq - 1;
+			if (s->sends[t] == 1 && now >= s->last_sent[t])
+				rtt_sample(s, now - s->last_sent[t]);
+		}
+	}
 	if (h.seq > r->cum) {
 		r->cum = h.seq;
 		r->bitmap = bitmap;
 	} else if (h.seq == r->cum) {
 		r->bitmap |= bitmap;
 	}
-	update_min_cum(s);
+	{
+		uint32_t before = s->min_cum;
+		update_min_cum(s);
+		grow(s, s->min_cum - before);
+	}
 	if (h.seq < s->npackets)
 		mark_missing(s, now, h.seq, bitmap);
 	return 0;
@@ -255,6 +363,9 @@ static void fill_packet(struct sdn_rb_sender *s, uint64_t now, uint32_t seq, int
 	out->seq = seq;
 	out->repair = repair;
 	s->last_sent[seq] = now;
+	s->order[seq] = ++s->sent_total;
+	if (s->sends[seq] < UINT8_MAX)
+		s->sends[seq]++;
 	s->st.packets++;
 	if (repair)
 		s->st.repairs++;
@@ -297,7 +408,7 @@ static uint64_t sender_wake(const struct sdn_rb_sender *s)
 	uint64_t wake = UINT64_MAX;
 
 	if (s->min_cum < s->next_new)
-		wake = after(s->last_sent[s->min_cum], s->p.rto_ns);
+		wake = after(s->last_sent[s->min_cum], s->rto);
 	if (s->p.overall_ns)
 		wake = earliest(wake, after(s->start, s->p.overall_ns));
 	for (uint32_t i = 0; i < s->nrecv; i++)
@@ -324,14 +435,20 @@ enum sdn_rb_action sdn_rb_sender_poll(struct sdn_rb_sender *s, uint64_t now,
 		return SDN_RB_SEND;
 	}
 	if (s->next_new < s->npackets &&
-	    (uint64_t)s->next_new < (uint64_t)s->min_cum + s->p.window_pkts) {
+	    (double)s->next_new < (double)s->min_cum + s->cwnd) {
 		fill_packet(s, now, s->next_new++, 0, out);
 		return SDN_RB_SEND;
 	}
 	seq = s->min_cum;
-	if (seq < s->next_new && elapsed(now, s->last_sent[seq]) >= s->p.rto_ns) {
+	if (seq < s->next_new && elapsed(now, s->last_sent[seq]) >= s->rto) {
+		/* A timeout: the window shrinks to its least and the timeout backs off
+		 * (RFC 6298 5.5) until an ACK brings a new sample. */
 		fill_packet(s, now, seq, 1, out);
 		s->st.tail++;
+		s->ssthresh = s->cwnd / 2 < CWND_MIN ? CWND_MIN : s->cwnd / 2;
+		s->cwnd = CWND_MIN;
+		s->recover = s->next_new;
+		s->rto = 2 * s->rto > rto_cap(s) ? rto_cap(s) : 2 * s->rto;
 		return SDN_RB_SEND;
 	}
 	*wake_ns = sender_wake(s);
@@ -468,13 +585,27 @@ static void fill_ack(const struct sdn_rb_receiver *r, uint8_t ack[SDNMPI_RBCAST_
 	sdnmpi_rbcast_encode(&h, ack);
 }
 
+/* The ACK timer: ack_interval while something new came since the last ACK or the
+ * final ACKs go out; KEEPALIVE_FACTOR times that while nothing moves (the root hears
+ * the receiver is there, and its own timeout repairs a stalled tail).  Every receiver
+ * ACKing every few ms would load the root's link: at 10 Mbit/s, 7 receivers at 5 ms
+ * were a tenth of it. */
+#define KEEPALIVE_FACTOR 10u
+
+static uint64_t ack_timer(const struct sdn_rb_receiver *r)
+{
+	if (r->since_ack || (r->complete && r->final_left > 0) || !r->received)
+		return r->p.ack_interval_ns;
+	return KEEPALIVE_FACTOR * r->p.ack_interval_ns;
+}
+
 static int ack_is_due(const struct sdn_rb_receiver *r, uint64_t now)
 {
 	uint64_t quiet = elapsed(now, r->last_ack);
 
 	if (r->ack_due)
 		return 1;
-	if ((!r->complete || r->final_left > 0) && quiet >= r->p.ack_interval_ns)
+	if ((!r->complete || r->final_left > 0) && quiet >= ack_timer(r))
 		return 1;
 	return r->dup_due && quiet >= r->p.repair_holdoff_ns;
 }
@@ -484,7 +615,7 @@ static uint64_t receiver_wake(const struct sdn_rb_receiver *r)
 	uint64_t wake = UINT64_MAX;
 
 	if (!r->complete || r->final_left > 0)
-		wake = after(r->last_ack, r->p.ack_interval_ns);
+		wake = after(r->last_ack, ack_timer(r));
 	if (!r->complete)
 		wake = earliest(wake, after(r->last_new, r->p.recv_dead_ns));
 	if (r->dup_due)

@@ -4,13 +4,18 @@
  * format is csrc/include/sdnmpi/rbcast.h.
  *
  * The sender (the root) sends the buffer once to the group, in packets of
- * params.payload_bytes, never more than params.window_pkts beyond the slowest
- * receiver's cumulative ack.  Receivers ACK (cumulative ack + a bitmap of the 64
- * packets after it); a packet an ACK shows missing is repaired, to the group,
- * once it is certainly lost (a later packet arrived) or was sent params.rto_ns
- * ago, at most once per params.repair_holdoff_ns.  After params.rto_ns without
- * progress the slowest receiver's first missing packet is sent again (the tail
- * retransmit: it also reaches a receiver whose every ACK was lost).  The sender
+ * params.payload_bytes, never more than its congestion window beyond the slowest
+ * receiver's cumulative ack: AIMD in packets as TCP's (10 at first, slow start,
+ * halved once per window of loss, at most params.window_pkts), so that it shares
+ * links with TCP and does not overrun a shaped queue.  Receivers ACK (cumulative
+ * ack + a bitmap of the 64 packets after it); a packet an ACK shows missing is
+ * repaired, to the group, once it is certainly lost (a packet sent after its last
+ * transmission arrived; at most once per params.repair_holdoff_ns) or after the
+ * retransmit timeout, which follows the measured round trip (RFC 6298, floor
+ * params.rto_ns).  After that timeout without progress the slowest receiver's
+ * first missing packet is sent again (the tail retransmit: it also reaches a
+ * receiver whose every ACK was lost), the window drops to 2 and the timeout backs
+ * off.  The sender
  * ends DONE when every receiver acked everything, FAILED when a receiver was
  * silent for params.send_dead_ns, a receiver aborted, or params.overall_ns passed.
  *
@@ -18,9 +23,9 @@
  * own session, size and packet layout and ignores anything else, including
  * duplicates; it copies payloads into the user buffer and never outside it.  It
  * ACKs every params.ack_every new packets, at once when a packet opens a gap, on
- * a duplicate (at most once per repair_holdoff_ns), and every
- * params.ack_interval_ns even before its first packet (the root learns it is
- * alive).  Once every packet is in it is COMPLETE and sends its final ACK
+ * a duplicate (at most once per repair_holdoff_ns), params.ack_interval_ns after
+ * new packets that no ACK covered yet, and every 10 ack_interval_ns while nothing
+ * moves, even before its first packet (the root learns it is alive).  Once every packet is in it is COMPLETE and sends its final ACK
  * params.final_acks times, ack_interval_ns apart.  It FAILS when nothing new
  * arrived for params.recv_dead_ns; it then stays silent, so the root, whose dead
  * timeout is longer, fails too: a DONE sender implies every receiver COMPLETE.
@@ -39,7 +44,7 @@ struct sdn_rb_params {
 	uint32_t window_pkts;       /* credit beyond the slowest cumulative ack (128) */
 	uint32_t ack_every;         /* receiver: ACK after this many new packets (16) */
 	uint32_t final_acks;        /* receiver: copies of the final ACK (3) */
-	uint64_t rto_ns;            /* tail retransmit / tail repair timeout (10 ms) */
+	uint64_t rto_ns;            /* retransmit timeout's floor; 10x before a sample (10 ms) */
 	uint64_t repair_holdoff_ns; /* one repair of a packet per this (2 ms) */
 	uint64_t ack_interval_ns;   /* receiver: timer ACK (5 ms) */
 	uint64_t recv_dead_ns;      /* receiver: nothing new for this: FAILED (1 s) */
@@ -79,6 +84,7 @@ struct sdn_rb_sender_stats {
 	uint64_t tail;      /* ... of which tail retransmits after rto_ns */
 	uint64_t acks;      /* valid ACKs taken */
 	uint64_t ignored;   /* packets refused by on_ack */
+	uint64_t cuts;      /* congestion window cuts (losses, one per window) */
 };
 
 struct sdn_rb_receiver_stats {
