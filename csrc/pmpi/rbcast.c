@@ -28,7 +28,8 @@ struct sdn_rb_sender {
 	uint64_t sent_total;
 	/* Round-trip estimate (RFC 6298 from the highest packet an ACK shows, sent once)
 	 * and the congestion window (AIMD in packets, one cut per window of loss). */
-	uint64_t srtt, rttvar, rto, backoff_until;
+	uint64_t srtt, rttvar, rto;
+	uint64_t progress_at; /* when the slowest receiver last moved (or the start) */
 	double cwnd;
 	double ssthresh;
 	uint32_t recover; /* no second cut until the slowest receiver passes this */
@@ -156,6 +157,7 @@ struct sdn_rb_sender *sdn_rb_sender_new(const struct sdn_rb_params *p, uint64_t 
 	s->npackets = n;
 	s->nrecv = nrecv;
 	s->fail_peer = -1;
+	s->progress_at = now;
 	s->rto = RTO_INITIAL_FACTOR * p->rto_ns;
 	if (s->rto > rto_cap(s))
 		s->rto = rto_cap(s);
@@ -254,6 +256,16 @@ static void grow(struct sdn_rb_sender *s, uint32_t acked)
 		s->cwnd = cap;
 }
 
+/* Where packet seq's retransmit timer runs from: its last send, or the slowest
+ * receiver's last progress if later (TCP restarts its timer on every ACK of new
+ * data, RFC 6298 5.3).  From the send alone, every packet waiting in a shaped queue
+ * behind a growing window timed out: 62 spurious timeouts per 1 MiB call at 10
+ * Mbit/s. */
+static uint64_t timer_base(const struct sdn_rb_sender *s, uint32_t seq)
+{
+	return s->last_sent[seq] > s->progress_at ? s->last_sent[seq] : s->progress_at;
+}
+
 /* Mark what this ACK shows missing.  Certainly lost: a packet sent after its last
  * transmission has arrived (a receiver's path is FIFO; RACK, RFC 8985), which also
  * keeps a repair from being repeated before it could have arrived.  Merely late:
@@ -274,7 +286,7 @@ static void mark_missing(struct sdn_rb_sender *s, uint64_t now, uint32_t cum, ui
 		    elapsed(now, s->last_sent[seq]) >= s->p.repair_holdoff_ns) {
 			congestion(s, seq);
 			mark_repair(s, seq);
-		} else if (elapsed(now, s->last_sent[seq]) >= s->rto) {
+		} else if (elapsed(now, timer_base(s, seq)) >= s->rto) {
 			mark_repair(s, seq);
 		}
 	}
@@ -337,6 +349,8 @@ int sdn_rb_sender_on_ack(struct sdn_rb_sender *s, uint64_t now, const void *pkt,
 		uint32_t before = s->min_cum;
 		update_min_cum(s);
 		grow(s, s->min_cum - before);
+		if (s->min_cum > before)
+			s->progress_at = now;
 	}
 	if (h.seq < s->npackets)
 		mark_missing(s, now, h.seq, bitmap);
@@ -408,7 +422,7 @@ static uint64_t sender_wake(const struct sdn_rb_sender *s)
 	uint64_t wake = UINT64_MAX;
 
 	if (s->min_cum < s->next_new)
-		wake = after(s->last_sent[s->min_cum], s->rto);
+		wake = after(timer_base(s, s->min_cum), s->rto);
 	if (s->p.overall_ns)
 		wake = earliest(wake, after(s->start, s->p.overall_ns));
 	for (uint32_t i = 0; i < s->nrecv; i++)
@@ -440,7 +454,7 @@ enum sdn_rb_action sdn_rb_sender_poll(struct sdn_rb_sender *s, uint64_t now,
 		return SDN_RB_SEND;
 	}
 	seq = s->min_cum;
-	if (seq < s->next_new && elapsed(now, s->last_sent[seq]) >= s->rto) {
+	if (seq < s->next_new && elapsed(now, timer_base(s, seq)) >= s->rto) {
 		/* A timeout: the window shrinks to its least and the timeout backs off
 		 * (RFC 6298 5.5) until an ACK brings a new sample. */
 		fill_packet(s, now, seq, 1, out);
