@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SHARED ?= $(abspath ../shared)
 CG_TRACE := $(SHARED)/workloads/pfsim-traces/cg-c-128.tar.gz
 
-.PHONY: all test demo bench lint typecheck unit deps venv clean help exp-unisonflow exp-overhead exp-allreduce exp-apps
+.PHONY: all test demo bench lint typecheck unit deps venv clean help exp-unisonflow exp-overhead exp-allreduce exp-apps exp-bcast
 
 all: test
 
@@ -23,6 +23,7 @@ help:
 	@echo "make exp-miniapps    seed 001's mini-apps under Slurm: D-mod-K vs ours (root)"
 	@echo "make exp-manager     Slurm jobs: start latency, concurrent jobs with the manager (root)"
 	@echo "make exp-apps        LAMMPS and HPCC under Slurm: ours vs D-mod-K and ECMP (root)"
+	@echo "make exp-bcast       switch-replicated MPI_Bcast vs the libraries' (root; QUICK=1: minutes)"
 	@echo "make exp-netsa       NetSA: hops, collectives, NPB kernels: one switch, LACP, NetSA (root)"
 	@echo "make reproduce [QUICK=1]  every seed paper's experiments, one report in out/reproduce (root)"
 
@@ -121,6 +122,11 @@ exp-apps: $(STAMP) $(PB) csrc
 .PHONY: reproduce
 reproduce: $(STAMP) $(PB) csrc
 	$(BIN)/python scripts/reproduce.py $(if $(filter-out 0,$(QUICK)),--quick) $(REPRODUCE_ARGS)
+
+# Switch-replicated MPI_Bcast (root): the libraries' Bcast vs OpenFlow group trees, over
+# sizes, 8 and 20 hosts, idle and with a competing job (QUICK=1: 8 hosts, 2 sizes).
+exp-bcast: $(STAMP) csrc
+	$(BIN)/python scripts/exp_bcast.py $(if $(filter-out 0,$(QUICK)),--quick)
 
 # Node-side overhead (root): latency and bandwidth, plain vs tag mode vs profile mode.
 exp-overhead: $(STAMP)

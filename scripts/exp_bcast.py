@@ -10,7 +10,9 @@ leaves (root on the first), run ``sdnmpi-bench coll --op bcast`` one size at a t
 for each MPI library (Debian's Open MPI and MPICH):
 
 - **library**: the plain program on D-mod-K default routes: the library's own Bcast
-  (Open MPI's binomial tree or scatter + allgather, MPICH's scatter + ring allgather);
+  (Open MPI 4.1's fixed rules: binomial below 32 KiB at 8 ranks, else the root sending
+  to every rank at once (basic linear); scatter + allgather for larger communicators;
+  MPICH's binomial below 12 KiB, scatter + ring allgather above);
 - **replicated**: the same program under ``LD_PRELOAD=libsdnmpi.so`` with
   ``SDNMPI_MODE=register,bcast``: at or above the library's threshold the root asks
   its node agent for a replication tree (the controller installs it as OpenFlow groups
@@ -18,9 +20,9 @@ for each MPI library (Debian's Open MPI and MPICH):
   repair what they missed; below the threshold, and on any failure, it is the
   library's Bcast (so small sizes show what the interposition costs).
 
-Each way runs on an idle fabric and again with a **competing** job: the hosts left
-over stream to hosts of other leaves (``sdnmpi-bench pairs --oneway``) for the whole
-measurement, on their default routes.
+Each way runs on an idle fabric and, at 8 hosts, again with a **competing** job: one
+host left over on each leaf streams to one on the next leaf (``sdnmpi-bench pairs
+--oneway``) for the whole measurement, on its default route (``--blocks`` chooses).
 
 Prediction: :func:`sdnmpi.sim.bcast_prediction.predict_bcasts` with the fabric's
 calibration (``--calibration``, else nominal rates at ``--link-scale``): the library's
@@ -30,12 +32,17 @@ Measured and predicted are printed side by side and plotted
 (``out/experiments/bcast.png``); the last line printed is a JSON summary (``--json``
 writes it too).  Each replicated run's library statistics (Bcasts replicated, fallbacks
 and their reasons, packets, repairs: ``SDNMPI_BCAST_STATS=1``) are kept with its row.
+
+The measurements are written to ``OUT/bcast-measured.json`` as each fabric block ends,
+before anything is predicted; ``--rederive`` predicts again from that file with this
+checkout's model (no fabric, no root).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -53,7 +60,7 @@ import demo_fabric as harness
 from sdnmpi import catalog
 from sdnmpi.core.topology import Topology
 from sdnmpi.emu import agents, runner
-from sdnmpi.emu.state import DEFAULT_STATE_ROOT
+from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.sim.bcast_prediction import predict_bcasts
 from sdnmpi.sim.calibration import Calibration
 
@@ -62,13 +69,20 @@ TOPOLOGY = "allreduce28"
 LIBRARIES = ("openmpi", "mpich")
 WAYS = ("library", "replicated")
 SCENARIOS = ("idle", "competing")
+#: The full run's fabric blocks: (hosts, scenario); ``--blocks 20:competing`` adds one
+#: (the competing job needs hosts left over on every leaf: 8 of the 28 leave 20, 20
+#: leave 8).
+BLOCKS = ((8, "idle"), (8, "competing"), (20, "idle"))
 #: 4 KiB to 16 MiB in steps of 4 (the small ones are below the data path's threshold).
 SIZES = tuple(4096 << (2 * i) for i in range(7))
 QUICK_SIZES = (16 << 10, 1 << 20)
+#: The data path's threshold (``SDNMPI_BCAST_MIN_BYTES``, the library's default): a
+#: smaller Bcast is the library's own, through the interposed library, and predicted so.
+THRESHOLD = 64 << 10
 #: Within this of the prediction counts as agreeing (issue 11's and 14's 15 %).
 AGREEMENT = 0.15
 #: What the library prints at MPI_Finalize with SDNMPI_BCAST_STATS=1 (one line per rank).
-STATS_PREFIX = "sdnmpi: bcast stats"
+STATS_MARK = ": bcast stats: "
 log = harness.log
 
 
@@ -77,7 +91,7 @@ def spread(topo: Topology, n: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     by leaf (root first), and the hosts left over."""
     leaves: dict[str, list[str]] = {}
     for h in topo.hosts:
-        leaves.setdefault(topo.host_switch(h.name), []).append(h.name)
+        leaves.setdefault(topo.attachment(h.name)[0], []).append(h.name)
     per = [hosts for _, hosts in sorted(leaves.items())]
     chosen: list[list[str]] = [[] for _ in per]
     i = 0
@@ -96,7 +110,7 @@ def competing_pairs(topo: Topology, rest: Sequence[str]) -> list[tuple[str, str]
     the next leaf (so every leaf's uplinks carry one stream out and one in)."""
     by_leaf: dict[str, list[str]] = {}
     for h in rest:
-        by_leaf.setdefault(topo.host_switch(h), []).append(h)
+        by_leaf.setdefault(topo.attachment(h)[0], []).append(h)
     leaves = sorted(by_leaf)
     pairs = []
     for k, leaf in enumerate(leaves):
@@ -125,7 +139,8 @@ def competing_job(name: str, pairs: Sequence[tuple[str, str]], seconds: int) -> 
     try:
         time.sleep(8)  # connections up, the controller's port statistics see the load
         if proc.poll() is not None:
-            raise RuntimeError(f"the competing job ended early: {(proc.stderr or '').read()}")
+            why = proc.stderr.read() if proc.stderr is not None else ""
+            raise RuntimeError(f"the competing job ended early: {why[-2000:]}")
         yield
     finally:
         for sig, wait_s in ((signal.SIGINT, 15.0), (signal.SIGKILL, 5.0)):
@@ -137,8 +152,9 @@ def competing_job(name: str, pairs: Sequence[tuple[str, str]], seconds: int) -> 
 
 
 def iterations(size: int) -> int:
-    """Timed Bcasts per size: fewer for the large ones (16 MiB takes seconds)."""
-    return 2 if size >= 4 << 20 else 3 if size >= 1 << 20 else 5
+    """Timed Bcasts per size after one untimed (which opens the tree): fewer for the
+    large ones (16 MiB by Open MPI's linear Bcast to 7 ranks takes 100 s at 10 Mbit/s)."""
+    return 1 if size >= 8 << 20 else 2 if size >= 2 << 20 else 3 if size >= 512 << 10 else 5
 
 
 def run_size(
@@ -158,9 +174,9 @@ def run_size(
     doc, stderr = harness.mpirun_json(
         name, hosts, program, env, timeout, mpi=library, allow_untagged=True
     )
-    stats = [ln for ln in stderr.splitlines() if ln.startswith(STATS_PREFIX)]
+    stats = [ln for ln in stderr.splitlines() if ln.startswith("sdnmpi:") and STATS_MARK in ln]
     for ln in stderr.splitlines():
-        if ln.startswith("sdnmpi:") and not ln.startswith(STATS_PREFIX):
+        if ln.startswith("sdnmpi:") and STATS_MARK not in ln:
             log(f"{library} {way} {size} B: {ln}")
     (row,) = doc["results"]
     return float(row["time_max_s"]), stats
@@ -177,6 +193,7 @@ def way_env(name: str, ctl: harness.Controller, library: str, way: str, job: str
             f"SDNMPI_JOB={job}",
             f"SDNMPI_AGENT_SOCKET={agents.socket_template(plan)}",
             "SDNMPI_BCAST_STATS=1",
+            f"SDNMPI_BCAST_MIN_BYTES={THRESHOLD}",
         ]
     return env
 
@@ -190,7 +207,9 @@ def run_block(
     sizes: Sequence[int],
     scale: float,
 ) -> dict[str, Any]:
-    """One fabric: every library, way and size on ``n`` hosts in ``scenario``."""
+    """One fabric: every library, way and size on ``n`` hosts in ``scenario``; its hosts,
+    the competing streams, the measured seconds per Bcast and the replicated runs'
+    statistics lines."""
     hosts, rest = spread(topo, n)
     pairs = competing_pairs(topo, rest) if scenario == "competing" else []
     name = f"bc-{os.getpid()}"
@@ -221,13 +240,17 @@ def rows_of(
     """One row per (library, size): measured and predicted times and gains."""
     out = []
     pairs = [tuple(p) for p in block["competing"]]
-    for library, ways in block["measured"].items():
+    for library, raw in block["measured"].items():
+        # sizes are int keys in a fresh block, strings once saved as JSON
+        ways = {w: {int(k): float(v) for k, v in t.items()} for w, t in raw.items()}
+        stats = {int(k): v for k, v in block["stats"].get(library, {}).items()}
         sizes = sorted(ways["library"])
         points = predict_bcasts(
             topo, block["hosts"], sizes, library=library, calibration=cal, competing=pairs
         )
         for size, point in zip(sizes, points, strict=True):
             lib_s, rep_s = ways["library"][size], ways["replicated"][size]
+            rep_pred = point.replicated_s if size >= THRESHOLD else point.library_s
             row = {
                 "hosts": n,
                 "scenario": scenario,
@@ -235,10 +258,10 @@ def rows_of(
                 "size_bytes": size,
                 "algorithm": point.algorithm,
                 "measured_s": {"library": lib_s, "replicated": rep_s},
-                "predicted_s": {"library": point.library_s, "replicated": point.replicated_s},
+                "predicted_s": {"library": point.library_s, "replicated": rep_pred},
                 "gain": lib_s / rep_s,
-                "predicted_gain": point.gain,
-                "stats": block["stats"].get(library, {}).get(size, []),
+                "predicted_gain": point.library_s / rep_pred if rep_pred > 0 else 1.0,
+                "stats": stats.get(size, []),
             }
             row["within"] = {
                 w: abs(row["measured_s"][w] / row["predicted_s"][w] - 1) <= AGREEMENT
@@ -285,8 +308,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def experiment(
-    counts: Sequence[int],
-    scenarios: Sequence[str],
+    blocks: Sequence[tuple[int, str]],
     libraries: Sequence[str],
     sizes: Sequence[int],
     scale: float,
@@ -296,29 +318,46 @@ def experiment(
     """Run every block; the summary (rows, plot)."""
     harness.build("mpibench", "pmpi", "bpf")
     topo = catalog.load_topology(TOPOLOGY)
-    rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="sdnmpi-bc-") as tmp:
-        for n in counts:
-            for scenario in scenarios:
-                block = run_block(Path(tmp), topo, n, scenario, libraries, sizes, scale)
-                rows += rows_of(topo, n, scenario, block, cal)
-    png = out / "bcast.png"
-    plot(rows, png)
-    return {
+    measured: dict[str, Any] = {
         "topology": TOPOLOGY,
         "link_scale": scale,
         "calibration": cal.to_dict(),
-        "rows": rows,
-        "plot": str(png),
+        "blocks": [],
     }
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="sdnmpi-bc-") as tmp:
+        for n, scenario in blocks:
+            block = run_block(Path(tmp), topo, n, scenario, libraries, sizes, scale)
+            measured["blocks"].append({"n": n, "scenario": scenario, **block})
+            (out / MEASURED).write_text(json.dumps(measured) + "\n")
+    return derive(measured, out)
+
+
+#: The raw measurements, saved as each block ends (``--rederive`` reads them).
+MEASURED = "bcast-measured.json"
+
+
+def derive(measured: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The summary of saved measurements: rows with this checkout's predictions, plot."""
+    topo = catalog.load_topology(measured["topology"])
+    cal = Calibration.from_dict(measured["calibration"], MEASURED)
+    rows: list[dict[str, Any]] = []
+    for block in measured["blocks"]:
+        rows += rows_of(topo, block["n"], block["scenario"], block, cal)
+    png = out / "bcast.png"
+    plot(rows, png)
+    return {k: v for k, v in measured.items() if k != "blocks"} | {"rows": rows, "plot": str(png)}
 
 
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true",
                     help="8 hosts, idle fabric, Open MPI, 16 KiB and 1 MiB.")  # fmt: skip
-    ap.add_argument("--hosts", default="8,20", help="Rank counts (one per host).")
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS), help="idle,competing")
+    ap.add_argument(
+        "--blocks",
+        default=",".join(f"{n}:{s}" for n, s in BLOCKS),
+        help="Fabric runs as HOSTS:SCENARIO (scenario idle or competing).",
+    )
     ap.add_argument("--libraries", default=",".join(LIBRARIES), help="openmpi,mpich")
     ap.add_argument("--sizes", help="Comma-separated sizes in bytes (default 4K..16M, x4).")
     ap.add_argument(
@@ -330,7 +369,19 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--calibration", type=Path, help="sdnmpi calibrate's output.")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "experiments")
     ap.add_argument("--json", type=Path, help="Also write the summary here.")
+    ap.add_argument(
+        "--rederive",
+        action="store_true",
+        help=f"Predict again from OUT/{MEASURED} (no fabric, no root).",
+    )
     return ap.parse_args()
+
+
+def _block(text: str) -> tuple[int, str]:
+    n, _, scenario = text.partition(":")
+    if not n.isdigit() or int(n) < 2 or scenario not in SCENARIOS:
+        raise SystemExit(f"exp_bcast: --blocks: {text!r} is not HOSTS:SCENARIO {SCENARIOS}")
+    return int(n), scenario
 
 
 def _choices(text: str, allowed: Sequence[str], what: str) -> tuple[str, ...]:
@@ -343,19 +394,34 @@ def _choices(text: str, allowed: Sequence[str], what: str) -> tuple[str, ...]:
 
 def main() -> int:
     args = parse_args()
+    if args.rederive:
+        summary = derive(json.loads((args.out / MEASURED).read_text()), args.out)
+        print_rows(summary)
+        harness.emit(summary, args.json)
+        return 0
     if os.geteuid() != 0:
         print("exp_bcast: needs root (emulated fabric, node agents)", file=sys.stderr)
         return 2
+    blocks: list[tuple[int, str]]
+    libraries: tuple[str, ...]
+    sizes: tuple[int, ...]
     if args.quick:
-        counts, scenarios, libraries, sizes = [8], ("idle",), ("openmpi",), QUICK_SIZES
+        blocks, libraries, sizes = [(8, "idle")], ("openmpi",), QUICK_SIZES
     else:
-        counts = [int(x) for x in args.hosts.split(",") if x]
-        scenarios = _choices(args.scenarios, SCENARIOS, "scenarios")
+        blocks = [_block(b) for b in args.blocks.split(",") if b]
         libraries = _choices(args.libraries, LIBRARIES, "libraries")
         sizes = tuple(int(x) for x in args.sizes.split(",")) if args.sizes else SIZES
     cal = Calibration.load_or_nominal(args.calibration, args.link_scale)
     t0 = time.monotonic()
-    summary = experiment(counts, scenarios, libraries, sizes, args.link_scale, cal, args.out)
+    summary = experiment(blocks, libraries, sizes, args.link_scale, cal, args.out)
+    print_rows(summary)
+    print(f"plot: {summary['plot']}  ({time.monotonic() - t0:.0f} s)")
+    harness.emit(summary, args.json)
+    return 0
+
+
+def print_rows(summary: dict[str, Any]) -> None:
+    """One line per row: measured and predicted times and gains."""
     print()
     for r in summary["rows"]:
         m, p = r["measured_s"], r["predicted_s"]
@@ -365,9 +431,6 @@ def main() -> int:
             f"replicated {m['replicated'] * 1e3:8.1f} ms (sim {p['replicated'] * 1e3:8.1f})  "
             f"x{r['gain']:.2f} (sim x{r['predicted_gain']:.2f})"
         )
-    print(f"plot: {summary['plot']}  ({time.monotonic() - t0:.0f} s)")
-    harness.emit(summary, args.json)
-    return 0
 
 
 if __name__ == "__main__":
