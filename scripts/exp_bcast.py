@@ -6,8 +6,9 @@ Run as root: ``.venv/bin/python scripts/exp_bcast.py [--quick] [--json FILE]``
 
 On ``allreduce28`` (4 leaves of 7 hosts, 2 spines, 1 Gbit/s links emulated at
 ``--link-scale``), 8 and 20 real MPI ranks, one per host, spread evenly over the
-leaves (root on the first), run ``sdnmpi-bench coll --op bcast`` one size at a time,
-for each MPI library (Debian's Open MPI and MPICH):
+leaves (root on the first), run ``sdnmpi-bench coll --op bcast``,
+for each MPI library (Debian's Open MPI and MPICH), sizes doubling from 4 KiB to 16 MiB
+in one run per library and way (each size timed for ``DURATION_S``):
 
 - **library**: the plain program on D-mod-K default routes: the library's own Bcast
   (Open MPI 4.1's fixed rules: binomial below 32 KiB at 8 ranks, else the root sending
@@ -61,7 +62,7 @@ from sdnmpi import catalog
 from sdnmpi.core.topology import Topology
 from sdnmpi.emu import agents, runner
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
-from sdnmpi.sim.bcast_prediction import predict_bcasts
+from sdnmpi.sim.bcast_prediction import BcastPoint, predict_bcasts
 from sdnmpi.sim.calibration import Calibration
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,8 +74,8 @@ SCENARIOS = ("idle", "competing")
 #: (the competing job needs hosts left over on every leaf: 8 of the 28 leave 20, 20
 #: leave 8).
 BLOCKS = ((8, "idle"), (8, "competing"), (20, "idle"))
-#: 4 KiB to 16 MiB in steps of 4 (the small ones are below the data path's threshold).
-SIZES = tuple(4096 << (2 * i) for i in range(7))
+#: 4 KiB to 16 MiB, doubling (the small ones are below the data path's threshold).
+SIZES = (4 << 10, 16 << 20)
 QUICK_SIZES = (16 << 10, 1 << 20)
 #: The data path's threshold (``SDNMPI_BCAST_MIN_BYTES``, the library's default): a
 #: smaller Bcast is the library's own, through the interposed library, and predicted so.
@@ -151,38 +152,51 @@ def competing_job(name: str, pairs: Sequence[tuple[str, str]], seconds: int) -> 
                 break
 
 
-def iterations(size: int) -> int:
-    """Timed Bcasts per size after one untimed (which opens the tree): fewer for the
-    large ones (16 MiB by Open MPI's linear Bcast to 7 ranks takes 100 s at 10 Mbit/s)."""
-    return 1 if size >= 8 << 20 else 2 if size >= 2 << 20 else 3 if size >= 512 << 10 else 5
+#: Seconds each size is timed for (``sdnmpi-bench coll --duration``: at least one call
+#: after the untimed one, which opens the tree).
+DURATION_S = 2.0
 
 
-def run_size(
+def sweep_timeout(points: Sequence[BcastPoint], way: str, duration_s: float) -> float:
+    """Seconds a sweep may take: its predicted time (per size the untimed call and the
+    timed ones) with margin.  MPICH's ranks often hang in ``MPI_Finalize`` on the
+    emulator after printing their results; the run is stopped at this timeout and its
+    printed results kept, so the margin is what such a run wastes."""
+    total = 0.0
+    for p in points:
+        t = p.replicated_s if way == "replicated" and p.nbytes >= THRESHOLD else p.library_s
+        total += t + max(duration_s, t)
+    return 1.5 * total + 90
+
+
+def run_sweep(
     name: str,
     hosts: tuple[str, ...],
     library: str,
     way: str,
-    size: int,
+    sizes: tuple[int, int],
     env: list[str],
-) -> tuple[float, list[str]]:
-    """Mean seconds per Bcast of ``size`` (the slowest rank's), and the library's
-    statistics lines of a replicated run."""
+    timeout_s: float,
+) -> tuple[dict[int, float], list[str]]:
+    """size -> mean seconds per Bcast (the slowest rank's), sizes doubling over
+    ``sizes``; and the library's statistics lines of a replicated run."""
     bench = str(ROOT / "build" / library / "sdnmpi-bench")
-    program = [bench, "coll", "--op", "bcast", "--size", str(size)]
-    program += ["--iters", str(iterations(size)), "--warmup", "1", "--json"]
-    timeout = 120 + 60 * size * len(hosts) / (1 << 20)
+    program = [bench, "coll", "--op", "bcast", "--min", str(sizes[0]), "--max", str(sizes[1])]
+    program += ["--duration", str(DURATION_S), "--warmup", "1", "--json"]
     doc, stderr = harness.mpirun_json(
-        name, hosts, program, env, timeout, mpi=library, allow_untagged=True
-    )
+        name, hosts, program, env, timeout_s, mpi=library, allow_untagged=True,
+        results_before_hang=True,
+    )  # fmt: skip
+    if doc.get("stopped_after_results"):
+        log(f"{library} {way}: stopped at its timeout after printing its results")
     stats = [ln for ln in stderr.splitlines() if ln.startswith("sdnmpi:") and STATS_MARK in ln]
     for ln in stderr.splitlines():
         if ln.startswith("sdnmpi:") and STATS_MARK not in ln:
-            log(f"{library} {way} {size} B: {ln}")
-    (row,) = doc["results"]
-    return float(row["time_max_s"]), stats
+            log(f"{library} {way}: {ln}")
+    return {int(r["size_bytes"]): float(r["time_max_s"]) for r in doc["results"]}, stats
 
 
-def way_env(name: str, ctl: harness.Controller, library: str, way: str, job: str) -> list[str]:
+def way_env(name: str, library: str, way: str, job: str) -> list[str]:
     """The ranks' environment for one way."""
     env = ["OMPI_MCA_mpi_yield_when_idle=1"] if library == "openmpi" else []
     if way == "replicated":
@@ -198,38 +212,55 @@ def way_env(name: str, ctl: harness.Controller, library: str, way: str, job: str
     return env
 
 
+def doubling(sizes: tuple[int, int]) -> list[int]:
+    """The sizes ``sdnmpi-bench`` runs: doubling from the first, the last included."""
+    out, n = [], sizes[0]
+    while n < sizes[1]:
+        out.append(n)
+        n *= 2
+    return [*out, sizes[1]]
+
+
 def run_block(
     workdir: Path,
     topo: Topology,
     n: int,
     scenario: str,
     libraries: Sequence[str],
-    sizes: Sequence[int],
+    sizes: tuple[int, int],
     scale: float,
+    cal: Calibration,
 ) -> dict[str, Any]:
-    """One fabric: every library, way and size on ``n`` hosts in ``scenario``; its hosts,
-    the competing streams, the measured seconds per Bcast and the replicated runs'
+    """One fabric: every library and way on ``n`` hosts in ``scenario``; its hosts, the
+    competing streams, the measured seconds per Bcast and the replicated runs'
     statistics lines."""
     hosts, rest = spread(topo, n)
     pairs = competing_pairs(topo, rest) if scenario == "competing" else []
     name = f"bc-{os.getpid()}"
     tag = f"{n}-{scenario}"
     measured: dict[str, dict[str, dict[int, float]]] = {}
-    stats: dict[str, dict[int, list[str]]] = {}
-    longest = sum(90 + 40 * s * n / (1 << 20) for s in sizes) * len(libraries) * 2
+    stats: dict[str, list[str]] = {}
+    budget: dict[tuple[str, str], float] = {}
+    for library in libraries:
+        points = predict_bcasts(
+            topo, hosts, doubling(sizes), library=library, calibration=cal, competing=pairs
+        )
+        for way in WAYS:
+            budget[library, way] = sweep_timeout(points, way, DURATION_S)
     with harness.cluster(workdir, topo, name, tag, len(topo.switches), scale) as ctl:
         agents.up(name, controller_api=ctl.api_path)
-        with competing_job(name, pairs, round(longest)):
+        with competing_job(name, pairs, round(sum(budget.values()) + 600)):
             for library in libraries:
                 for way in WAYS:
-                    for size in sizes:
-                        job = f"bc-{tag}-{library}-{way}-{size}"
-                        env = way_env(name, ctl, library, way, job)
-                        t, lines = run_size(name, hosts, library, way, size, env)
-                        measured.setdefault(library, {}).setdefault(way, {})[size] = t
-                        if way == "replicated":
-                            stats.setdefault(library, {})[size] = lines
-                        log(f"{tag} {library} {way} {size} B: {t * 1e3:.1f} ms")
+                    env = way_env(name, library, way, f"bc-{tag}-{library}-{way}")
+                    times, lines = run_sweep(
+                        name, hosts, library, way, sizes, env, budget[library, way]
+                    )
+                    measured.setdefault(library, {})[way] = times
+                    if way == "replicated":
+                        stats[library] = lines
+                    log(f"{tag} {library} {way}: " + ", ".join(
+                        f"{k} B {v * 1e3:.1f} ms" for k, v in sorted(times.items())))  # fmt: skip
     return {"hosts": list(hosts), "competing": [list(p) for p in pairs],
             "measured": measured, "stats": stats}  # fmt: skip
 
@@ -243,7 +274,7 @@ def rows_of(
     for library, raw in block["measured"].items():
         # sizes are int keys in a fresh block, strings once saved as JSON
         ways = {w: {int(k): float(v) for k, v in t.items()} for w, t in raw.items()}
-        stats = {int(k): v for k, v in block["stats"].get(library, {}).items()}
+        stats = block["stats"].get(library, [])
         sizes = sorted(ways["library"])
         points = predict_bcasts(
             topo, block["hosts"], sizes, library=library, calibration=cal, competing=pairs
@@ -261,7 +292,7 @@ def rows_of(
                 "predicted_s": {"library": point.library_s, "replicated": rep_pred},
                 "gain": lib_s / rep_s,
                 "predicted_gain": point.library_s / rep_pred if rep_pred > 0 else 1.0,
-                "stats": stats.get(size, []),
+                "stats": stats if size >= THRESHOLD else [],
             }
             row["within"] = {
                 w: abs(row["measured_s"][w] / row["predicted_s"][w] - 1) <= AGREEMENT
@@ -310,7 +341,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 def experiment(
     blocks: Sequence[tuple[int, str]],
     libraries: Sequence[str],
-    sizes: Sequence[int],
+    sizes: tuple[int, int],
     scale: float,
     cal: Calibration,
     out: Path,
@@ -327,7 +358,7 @@ def experiment(
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="sdnmpi-bc-") as tmp:
         for n, scenario in blocks:
-            block = run_block(Path(tmp), topo, n, scenario, libraries, sizes, scale)
+            block = run_block(Path(tmp), topo, n, scenario, libraries, sizes, scale, cal)
             measured["blocks"].append({"n": n, "scenario": scenario, **block})
             (out / MEASURED).write_text(json.dumps(measured) + "\n")
     return derive(measured, out)
@@ -352,14 +383,14 @@ def derive(measured: dict[str, Any], out: Path) -> dict[str, Any]:
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true",
-                    help="8 hosts, idle fabric, Open MPI, 16 KiB and 1 MiB.")  # fmt: skip
+                    help="8 hosts, idle fabric, Open MPI, 16 KiB to 1 MiB.")  # fmt: skip
     ap.add_argument(
         "--blocks",
         default=",".join(f"{n}:{s}" for n, s in BLOCKS),
         help="Fabric runs as HOSTS:SCENARIO (scenario idle or competing).",
     )
     ap.add_argument("--libraries", default=",".join(LIBRARIES), help="openmpi,mpich")
-    ap.add_argument("--sizes", help="Comma-separated sizes in bytes (default 4K..16M, x4).")
+    ap.add_argument("--sizes", help="MIN,MAX in bytes, doubling from MIN (default 4096,16777216).")
     ap.add_argument(
         "--link-scale",
         type=float,
@@ -375,6 +406,13 @@ def parse_args() -> argparse.Namespace:
         help=f"Predict again from OUT/{MEASURED} (no fabric, no root).",
     )
     return ap.parse_args()
+
+
+def _sizes(text: str) -> tuple[int, int]:
+    lo, _, hi = text.partition(",")
+    if not (lo.isdigit() and hi.isdigit() and 0 < int(lo) <= int(hi)):
+        raise SystemExit(f"exp_bcast: --sizes: {text!r} is not MIN,MAX in bytes")
+    return int(lo), int(hi)
 
 
 def _block(text: str) -> tuple[int, str]:
@@ -404,13 +442,13 @@ def main() -> int:
         return 2
     blocks: list[tuple[int, str]]
     libraries: tuple[str, ...]
-    sizes: tuple[int, ...]
+    sizes: tuple[int, int]
     if args.quick:
         blocks, libraries, sizes = [(8, "idle")], ("openmpi",), QUICK_SIZES
     else:
         blocks = [_block(b) for b in args.blocks.split(",") if b]
         libraries = _choices(args.libraries, LIBRARIES, "libraries")
-        sizes = tuple(int(x) for x in args.sizes.split(",")) if args.sizes else SIZES
+        sizes = _sizes(args.sizes) if args.sizes else SIZES
     cal = Calibration.load_or_nominal(args.calibration, args.link_scale)
     t0 = time.monotonic()
     summary = experiment(blocks, libraries, sizes, args.link_scale, cal, args.out)

@@ -219,20 +219,28 @@ static ssize_t recv_some(int fd, char *buf, size_t len, int *passed_fd)
 	return n;
 }
 
-int sdn_agent_call(int fd, const char *request, char *line, size_t len, int *passed_fd)
+/* Read one line (to its newline, not beyond: a reply queued behind it stays for the
+ * next read) into line; 0, or -1 on timeout, close, error or a line too long. */
+static int read_line(int fd, char *line, size_t len, int *passed_fd)
 {
 	size_t used = 0;
 
-	*passed_fd = -1;
-	if (send_all(fd, request, strlen(request)) || send_all(fd, "\n", 1))
-		return -1;
 	while (used + 1 < len) {
-		ssize_t n = recv_some(fd, line + used, len - 1 - used, passed_fd);
+		ssize_t peeked, n;
+		char *nl;
+		do
+			peeked = recv(fd, line + used, len - 1 - used, MSG_PEEK);
+		while (peeked < 0 && errno == EINTR);
+		if (peeked <= 0)
+			break;
+		nl = memchr(line + used, '\n', (size_t)peeked);
+		n = recv_some(fd, line + used, nl ? (size_t)(nl - (line + used)) + 1 : (size_t)peeked,
+			      passed_fd);
 		if (n < 0)
 			break;
 		used += (size_t)n;
 		line[used] = '\0';
-		char *nl = strchr(line, '\n');
+		nl = strchr(line, '\n');
 		if (nl) {
 			*nl = '\0';
 			return 0;
@@ -243,4 +251,33 @@ int sdn_agent_call(int fd, const char *request, char *line, size_t len, int *pas
 		*passed_fd = -1;
 	}
 	return -1;
+}
+
+int sdn_agent_call(int fd, const char *request, char *line, size_t len, int *passed_fd)
+{
+	*passed_fd = -1;
+	if (send_all(fd, request, strlen(request)) || send_all(fd, "\n", 1))
+		return -1;
+	return read_line(fd, line, len, passed_fd);
+}
+
+int sdn_agent_exchange(int fd, const char *request, char *line, size_t len, int *passed_fd,
+		       unsigned *stale)
+{
+	*passed_fd = -1;
+	if (send_all(fd, request, strlen(request)) || send_all(fd, "\n", 1))
+		return -1;
+	for (;;) {
+		if (read_line(fd, line, len, passed_fd)) {
+			++*stale; /* this request's reply is still to come */
+			return -1;
+		}
+		if (!*stale)
+			return 0;
+		--*stale; /* a reply to an earlier request that had timed out */
+		if (*passed_fd >= 0) {
+			close(*passed_fd);
+			*passed_fd = -1;
+		}
+	}
 }

@@ -35,5 +35,12 @@ int sdn_agent_connect(const char *path, int timeout_ms);
 /* Send request (one line, newline added) and read one reply line into line;
  * a file descriptor passed with it goes to *passed_fd (else -1).  0 or -1. */
 int sdn_agent_call(int fd, const char *request, char *line, size_t len, int *passed_fd);
+/* sdn_agent_call on a connection whose earlier requests may have timed out: the agent
+ * answers a connection's requests in order, so the first *stale lines read are late
+ * replies to those and are skipped.  A timeout now adds this request to *stale.
+ * Without it a late reply was taken as the answer to the next request (a push
+ * confirmed, a Bcast group given, by a reply meant for another). */
+int sdn_agent_exchange(int fd, const char *request, char *line, size_t len, int *passed_fd,
+		       unsigned *stale);
 
 #endif

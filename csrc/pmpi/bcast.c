@@ -108,17 +108,34 @@ static int delete_state(MPI_Comm comm, int keyval, void *attr, void *extra)
 	return MPI_SUCCESS;
 }
 
-/* Collective over comm: the node-local communicator and every rank's host. */
+/* Collective over comm: 1 on every rank if every rank's ok is 1 (a rank short of
+ * memory must not leave the others waiting in a collective it skips). */
+static int all_ok(int ok, MPI_Comm comm)
+{
+	int all = 0;
+
+	PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+	return all;
+}
+
+/* Collective over comm: the node-local communicator and every rank's host; NULL on
+ * every rank (and the library's Bcast) if any rank is short of memory. */
 static struct comm_state *comm_setup(MPI_Comm comm)
 {
 	struct comm_state *cs = calloc(1, sizeof(*cs));
-	int host;
+	int host, size;
 
-	if (!cs)
-		return NULL; /* every rank runs out alike or the job is lost anyway */
+	PMPI_Comm_size(comm, &size);
+	if (cs)
+		cs->host_of = calloc((size_t)size, sizeof(int));
+	if (!all_ok(cs && cs->host_of, comm)) {
+		if (cs)
+			free(cs->host_of);
+		free(cs);
+		return NULL;
+	}
 	PMPI_Comm_rank(comm, &cs->rank);
-	PMPI_Comm_size(comm, &cs->size);
-	cs->host_of = calloc((size_t)cs->size, sizeof(int));
+	cs->size = size;
 	PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, cs->rank, MPI_INFO_NULL, &cs->node);
 	PMPI_Allreduce(&cs->rank, &host, 1, MPI_INT, MPI_MIN, cs->node);
 	PMPI_Allgather(&host, 1, MPI_INT, cs->host_of, 1, MPI_INT, comm);
@@ -256,6 +273,10 @@ static void root_prepare(MPI_Comm comm, const struct comm_state *cs, struct root
 	s->ok = 1;
 }
 
+/* What a (comm, root) whose entry could not be allocated on some rank gets: nothing
+ * is kept on any rank, so the next call tries again everywhere alike. */
+static struct root_entry no_memory = {.failed = 1, .reason = R_SETUP};
+
 /* Collective over comm: the entry of (comm, root), set up on first use. */
 static struct root_entry *root_setup(MPI_Comm comm, struct comm_state *cs, int root)
 {
@@ -263,8 +284,10 @@ static struct root_entry *root_setup(MPI_Comm comm, struct comm_state *cs, int r
 	struct setup_record s = {0};
 	int mine = 1, all = 0;
 
-	if (!e)
-		abort(); /* the other ranks would wait for this one's part of the setup */
+	if (!all_ok(e != NULL, comm)) {
+		free(e);
+		return &no_memory;
+	}
 	e->root = root;
 	e->fd = e->group_fd = e->ack_fd = -1;
 	e->recv_index = receiver_index(cs, root);
@@ -339,7 +362,10 @@ static struct sdn_rb_params params_for(uint64_t len, uint32_t payload)
 	p.window_pkts = (uint32_t)B.set.window;
 	p.recv_dead_ns = (uint64_t)(unsigned)B.set.timeout_ms * MS;
 	p.send_dead_ns = 2 * p.recv_dead_ns;
-	p.overall_ns = 10 * p.recv_dead_ns + len * 100; /* at least 10 MB/s */
+	/* A bound on the whole UDP phase, whatever its progress: 10 dead timeouts plus the
+	 * buffer at 100 kB/s (10 us a byte).  It was 10 MB/s, and a 16 MiB Bcast over 10
+	 * Mbit/s links (14 s) failed at 11.7 s and then ran the library's Bcast too. */
+	p.overall_ns = 10 * p.recv_dead_ns + len * 10000;
 	return p;
 }
 

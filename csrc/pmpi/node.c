@@ -43,7 +43,8 @@ static struct {
 	struct push_key cache[PUSH_CACHE];
 	int ncache;
 	char ip[16]; /* the fabric address in the agent's register reply */
-} N = {-1, NULL, 0, 0, 0, 2000, 0, {{0}}, 0, ""};
+	unsigned stale; /* requests whose replies timed out and are still to come */
+} N = {-1, NULL, 0, 0, 0, 2000, 0, {{0}}, 0, "", 0};
 
 static void untagged(const char *path, const char *why)
 {
@@ -207,7 +208,7 @@ void sdn_node_init(const struct sdn_config *cfg, int rank, int nprocs)
 	} else if (!why) {
 		char *req = ranks_request(all, nprocs);
 		struct sdn_agent_reply r;
-		if (!req || sdn_agent_call(N.fd, req, line, sizeof(line), &passed) ||
+		if (!req || sdn_agent_exchange(N.fd, req, line, sizeof(line), &passed, &N.stale) ||
 		    sdn_agent_parse_reply(line, &r) || !r.ok)
 			why = "rank table refused";
 		if (passed >= 0)
@@ -314,7 +315,7 @@ static void push(const struct sdn_call *c)
 	req = push_request(c, type_size);
 	if (!req)
 		return;
-	if (sdn_agent_call(N.fd, req, line, sizeof(line), &passed) ||
+	if (sdn_agent_exchange(N.fd, req, line, sizeof(line), &passed, &N.stale) ||
 	    sdn_agent_parse_reply(line, &r) || !r.ok) {
 		if (!N.push_warned++)
 			fprintf(stderr, "sdnmpi: rank %d: push of %s not confirmed (%s); "
@@ -349,8 +350,8 @@ void sdn_node_finish(void)
 
 	if (N.ctx)
 		__atomic_store_n(&N.ctx->primitive, 0u, __ATOMIC_RELEASE);
-	if (N.fd >= 0 && sdn_agent_call(N.fd, "{\"op\":\"unregister\"}", line, sizeof(line),
-					&passed) == 0 && passed >= 0)
+	if (N.fd >= 0 && sdn_agent_exchange(N.fd, "{\"op\":\"unregister\"}", line, sizeof(line),
+					    &passed, &N.stale) == 0 && passed >= 0)
 		close(passed);
 	drop_agent();
 }
@@ -368,7 +369,7 @@ int sdn_node_request(const char *req, char *line, size_t len, int timeout_ms)
 	if (N.fd < 0)
 		return -1;
 	setsockopt(N.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	rc = sdn_agent_call(N.fd, req, line, len, &passed);
+	rc = sdn_agent_exchange(N.fd, req, line, len, &passed, &N.stale);
 	if (passed >= 0)
 		close(passed);
 	if (N.push) { /* push mode's own bound back */

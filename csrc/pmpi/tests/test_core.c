@@ -485,6 +485,28 @@ static void test_agent_protocol(void)
 		CHECK(read(pipefd[0], out, 1) == 1 && out[0] == 'x');
 		close(passed);
 	}
+	/* Replies queued together are read one per call, none lost. */
+	CHECK(write(sv[1], "{\"ok\": true, \"port\": 1}\n{\"ok\": true, \"port\": 2}\n", 48) == 48);
+	CHECK(sdn_agent_call(sv[0], "{}", line, sizeof(line), &passed) == 0);
+	CHECK(strcmp(line, "{\"ok\": true, \"port\": 1}") == 0);
+	CHECK(sdn_agent_call(sv[0], "{}", line, sizeof(line), &passed) == 0);
+	CHECK(strcmp(line, "{\"ok\": true, \"port\": 2}") == 0);
+	/* A reply that comes after its request timed out is skipped by the next exchange,
+	 * which gets its own. */
+	{
+		struct timeval tv = {0, 50000};
+		unsigned stale = 0;
+		CHECK(setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
+		CHECK(sdn_agent_exchange(sv[0], "{\"op\":\"a\"}", line, sizeof(line), &passed,
+					 &stale) == -1 && stale == 1);
+		CHECK(write(sv[1], "{\"ok\": true, \"group\": \"239.0.0.1\"}\n", 35) == 35);
+		CHECK(write(sv[1], "{\"ok\": false, \"error\": \"b\"}\n", 28) == 28);
+		CHECK(sdn_agent_exchange(sv[0], "{\"op\":\"b\"}", line, sizeof(line), &passed,
+					 &stale) == 0 && stale == 0);
+		CHECK(strcmp(line, "{\"ok\": false, \"error\": \"b\"}") == 0);
+	}
+	while (recv(sv[1], out, sizeof(out), MSG_DONTWAIT) > 0)
+		; /* the requests the test sent */
 	close(sv[1]); /* the agent went away: the next call fails cleanly */
 	CHECK(sdn_agent_call(sv[0], "{}", line, sizeof(line), &passed) == -1 && passed == -1);
 	close(sv[0]);
