@@ -1,0 +1,93 @@
+"""exp_bcast's pure parts: where the ranks and the competing job go, the sizes a sweep
+runs, its timeout, and the rows derived from saved measurements (``--rederive``: this
+checkout's predictions, no root, no fabric)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+import exp_bcast
+
+from sdnmpi import catalog
+from sdnmpi.sim.bcast_prediction import predict_bcasts
+from sdnmpi.sim.calibration import Calibration
+
+TOPO = catalog.load_topology(exp_bcast.TOPOLOGY)
+CAL = Calibration(link_scale=0.01, goodput=0.9)
+
+
+def test_ranks_spread_over_the_leaves_root_first() -> None:
+    hosts, rest = exp_bcast.spread(TOPO, 8)
+    leaves = [TOPO.attachment(h)[0] for h in hosts]
+    assert hosts[0] == "node01" and len(set(hosts)) == 8
+    assert sorted(leaves.count(leaf) for leaf in set(leaves)) == [2, 2, 2, 2]
+    assert leaves == sorted(leaves)  # grouped by leaf, in rank order
+    assert set(hosts).isdisjoint(rest) and len(rest) == 20
+    hosts20, rest20 = exp_bcast.spread(TOPO, 20)
+    assert len(hosts20) == 20 and len(rest20) == 8
+
+
+def test_competing_streams_leave_every_leaf_for_the_next() -> None:
+    _, rest = exp_bcast.spread(TOPO, 8)
+    pairs = exp_bcast.competing_pairs(TOPO, rest)
+    src_leaves = [TOPO.attachment(s)[0] for s, _ in pairs]
+    dst_leaves = [TOPO.attachment(d)[0] for _, d in pairs]
+    assert sorted(src_leaves) == sorted(set(src_leaves)) and len(pairs) == 4
+    assert all(s != d for s, d in zip(src_leaves, dst_leaves, strict=True))
+    assert {h for p in pairs for h in p} <= set(rest)
+
+
+def test_doubling_sizes_end_at_the_maximum() -> None:
+    assert exp_bcast.doubling((4096, 16384)) == [4096, 8192, 16384]
+    assert exp_bcast.doubling((3000, 10000)) == [3000, 6000, 10000]
+    assert len(exp_bcast.doubling(exp_bcast.SIZES)) == 13
+
+
+def test_sweep_timeout_covers_the_predicted_time() -> None:
+    hosts, _ = exp_bcast.spread(TOPO, 8)
+    points = predict_bcasts(TOPO, hosts, [16384, 1 << 20], library="openmpi", calibration=CAL)
+    lib = exp_bcast.sweep_timeout(points, "library", 2.0)
+    rep = exp_bcast.sweep_timeout(points, "replicated", 2.0)
+    assert lib > 2 * points[1].library_s + 2 * points[0].library_s
+    assert rep < lib  # the 1 MiB call is replicated, the 16 KiB one is the library's
+
+
+def _saved(tmp_path: Path) -> dict[str, Any]:
+    hosts, _ = exp_bcast.spread(TOPO, 8)
+    measured = {"library": {"16384": 0.05, "1048576": 6.1},
+                "replicated": {"16384": 0.05, "1048576": 0.9}}  # fmt: skip
+    block = {"n": 8, "scenario": "idle", "hosts": list(hosts), "competing": [],
+             "measured": {"openmpi": measured}, "stats": {"openmpi": ["sdnmpi: x"]}}  # fmt: skip
+    doc = {"topology": exp_bcast.TOPOLOGY, "link_scale": 0.01, "calibration": CAL.to_dict(),
+           "blocks": [block]}  # fmt: skip
+    (tmp_path / exp_bcast.MEASURED).write_text(json.dumps(doc))
+    return doc
+
+
+def test_rows_from_saved_measurements(tmp_path: Path) -> None:
+    summary = exp_bcast.derive(_saved(tmp_path), tmp_path)
+    small, large = sorted(summary["rows"], key=lambda r: r["size_bytes"])
+    # below the threshold the replicated way is the library's Bcast, and predicted so
+    assert small["predicted_s"]["replicated"] == small["predicted_s"]["library"]
+    assert small["predicted_gain"] == 1.0 and small["stats"] == []
+    # above it: one tree transfer against Open MPI's linear Bcast to 7 ranks
+    assert large["algorithm"] == "linear"
+    assert large["gain"] == pytest.approx(6.1 / 0.9)
+    assert 5 < large["predicted_gain"] < 8
+    assert large["stats"] == ["sdnmpi: x"]
+    assert set(large["within"]) == {"library", "replicated"}
+    assert (tmp_path / "bcast.png").exists()
+
+
+def test_bad_command_line_values_are_one_line() -> None:
+    with pytest.raises(SystemExit, match="HOSTS:SCENARIO"):
+        exp_bcast._block("8:busy")
+    with pytest.raises(SystemExit, match="MIN,MAX"):
+        exp_bcast._sizes("16,4")
