@@ -25,15 +25,31 @@ static const char *const REASON_NAMES[R_COUNT] = {
 /* The settings every rank takes from world rank 0. */
 struct settings {
 	long long min_bytes;
-	int timeout_ms, window, stats, have_group;
+	int timeout_ms, open_timeout_ms, window, stats, have_group;
 	uint32_t group, port;
 };
+
+/* Why the root falls back, said once per job by the communicator's printer. */
+#define DETAIL_LEN 200
+
+/* Copy a reason's detail, cut to DETAIL_LEN - 1 bytes. */
+static void copy_detail(char *dst, const char *src)
+{
+	size_t n = strlen(src);
+
+	if (n > DETAIL_LEN - 1)
+		n = DETAIL_LEN - 1;
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
 
 /* What the root tells the communicator on the first call with it as root. */
 struct setup_record {
 	int32_t ok, reason;
 	uint32_t group, port, root_addr, ack_port, session_hi, payload;
+	char detail[DETAIL_LEN];
 };
+
 
 /* One (communicator, root). */
 struct root_entry {
@@ -48,6 +64,7 @@ struct root_entry {
 /* One communicator (an MPI attribute: freed with it). */
 struct comm_state {
 	int rank, size, nhosts;
+	int printer; /* this rank says the fallbacks: world rank 0, else comm rank 0 */
 	int *host_of; /* per comm rank: its host's lowest comm rank */
 	MPI_Comm node;
 	struct root_entry *roots;
@@ -61,8 +78,9 @@ static struct {
 	struct sdn_rb_sender_stats tx;
 	struct sdn_rb_receiver_stats rx;
 	struct sdn_mc_counters io;
-} B = {0, 0, MPI_KEYVAL_INVALID, {0, 0, 0, 0, 0, 0, 0}, {0}, 0, 0, {0}, {0}, {0}};
+} B = {0, 0, MPI_KEYVAL_INVALID, {0, 0, 0, 0, 0, 0, 0, 0}, {0}, 0, 0, {0}, {0}, {0}};
 
+/* Print a fallback's reason once per process. */
 static void say_once(enum reason r, const char *detail)
 {
 	if (B.said & (1u << r))
@@ -70,6 +88,23 @@ static void say_once(enum reason r, const char *detail)
 	B.said |= 1u << r;
 	fprintf(stderr, "sdnmpi: rank %d: MPI_Bcast falls back to the library's (%s: %s)\n",
 		B.world_rank, REASON_NAMES[r], detail);
+}
+
+/* The deciding rank (the root) keeps why, for the record it broadcasts. */
+static char why[R_COUNT][DETAIL_LEN];
+
+static void note(enum reason r, const char *detail)
+{
+	copy_detail(why[r], detail);
+}
+
+/* Every rank of the communicator knows the reason (setup record, outcome); only its
+ * printer says it: world rank 0 whenever it is a member, so once per job whatever
+ * the root, not once per root. */
+static void announce(const struct comm_state *cs, int r, const char *detail)
+{
+	if (cs->printer && r >= 0 && r < R_COUNT)
+		say_once((enum reason)r, detail[0] ? detail : "no detail");
 }
 
 /* -- per communicator ------------------------------------------------------------ */
@@ -136,6 +171,16 @@ static struct comm_state *comm_setup(MPI_Comm comm)
 	}
 	PMPI_Comm_rank(comm, &cs->rank);
 	cs->size = size;
+	{
+		MPI_Group world, mine;
+		int zero = 0, r0 = MPI_UNDEFINED;
+		PMPI_Comm_group(MPI_COMM_WORLD, &world);
+		PMPI_Comm_group(comm, &mine);
+		PMPI_Group_translate_ranks(world, 1, &zero, mine, &r0);
+		PMPI_Group_free(&world);
+		PMPI_Group_free(&mine);
+		cs->printer = r0 == MPI_UNDEFINED ? cs->rank == 0 : cs->rank == r0;
+	}
 	PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, cs->rank, MPI_INFO_NULL, &cs->node);
 	PMPI_Allreduce(&cs->rank, &host, 1, MPI_INT, MPI_MIN, cs->node);
 	PMPI_Allgather(&host, 1, MPI_INT, cs->host_of, 1, MPI_INT, comm);
@@ -210,7 +255,8 @@ static int open_group(MPI_Comm comm, const struct comm_state *cs, struct setup_r
 		free(req);
 		return 0;
 	}
-	snprintf(detail, dlen, "no reply from the node agent within %d ms", B.set.timeout_ms);
+	snprintf(detail, dlen, "no reply from the node agent within %d ms",
+		 B.set.open_timeout_ms);
 	if (!req || world_ranks_json(comm, cs->size, req + 64, cap - 80) ||
 	    world_ranks_json(MPI_COMM_SELF, 1, root_w, sizeof(root_w))) {
 		free(req);
@@ -222,7 +268,7 @@ static int open_group(MPI_Comm comm, const struct comm_state *cs, struct setup_r
 			 ranks ? ranks : "", root_w);
 		free(ranks);
 	}
-	if (sdn_node_request(req, line, sizeof(line), B.set.timeout_ms) == 0 &&
+	if (sdn_node_request(req, line, sizeof(line), B.set.open_timeout_ms) == 0 &&
 	    sdn_agent_parse_reply(line, &r) == 0) {
 		if (!r.ok)
 			snprintf(detail, dlen, "bcast_open refused: %s", r.error);
@@ -250,19 +296,19 @@ static void root_prepare(MPI_Comm comm, const struct comm_state *cs, struct root
 
 	if (open_group(comm, cs, s, &e->from_agent, detail, sizeof(detail))) {
 		s->reason = R_NO_GROUP;
-		say_once(R_NO_GROUP, detail);
+		copy_detail(s->detail, detail);
 		return;
 	}
 	snprintf(ip, sizeof(ip), "%s", sdn_node_ip());
 	if ((!ip[0] && sdn_mc_route_addr(s->group, ip)) || inet_pton(AF_INET, ip, &a) != 1) {
 		s->reason = R_NO_ADDR;
-		say_once(R_NO_ADDR, "no fabric address from the agent and no route to the group");
+		copy_detail(s->detail, "no fabric address from the agent and no route to the group");
 		return;
 	}
 	e->fd = sdn_mc_open_root(ip, &ack_port, &B.io);
 	if (e->fd < 0) {
 		s->reason = R_SETUP;
-		say_once(R_SETUP, "cannot open the root's UDP socket");
+		copy_detail(s->detail, "cannot open the root's UDP socket");
 		return;
 	}
 	s->root_addr = a.s_addr;
@@ -298,6 +344,7 @@ static struct root_entry *root_setup(MPI_Comm comm, struct comm_state *cs, int r
 	if (cs->rank == root)
 		root_prepare(comm, cs, e, &s);
 	PMPI_Bcast(&s, sizeof(s), MPI_BYTE, root, comm);
+	s.detail[DETAIL_LEN - 1] = '\0';
 	e->group = s.group;
 	e->session_hi = s.session_hi;
 	e->payload = s.payload;
@@ -310,6 +357,7 @@ static struct root_entry *root_setup(MPI_Comm comm, struct comm_state *cs, int r
 	if (!s.ok) {
 		e->failed = 1;
 		e->reason = s.reason;
+		announce(cs, s.reason, s.detail);
 		return e;
 	}
 	if (e->recv_index >= 0)
@@ -319,8 +367,7 @@ static struct root_entry *root_setup(MPI_Comm comm, struct comm_state *cs, int r
 	if (!all) {
 		e->failed = 1;
 		e->reason = R_SETUP;
-		if (cs->rank == root)
-			say_once(R_SETUP, "a host leader could not join the group");
+		announce(cs, R_SETUP, "a host leader could not join the group");
 	}
 	return e;
 }
@@ -363,9 +410,10 @@ static struct sdn_rb_params params_for(uint64_t len, uint32_t payload)
 	p.recv_dead_ns = (uint64_t)(unsigned)B.set.timeout_ms * MS;
 	p.send_dead_ns = 2 * p.recv_dead_ns;
 	/* A bound on the whole UDP phase, whatever its progress: 10 dead timeouts plus the
-	 * buffer at 100 kB/s (10 us a byte).  It was 10 MB/s, and a 16 MiB Bcast over 10
-	 * Mbit/s links (14 s) failed at 11.7 s and then ran the library's Bcast too. */
-	p.overall_ns = 10 * p.recv_dead_ns + len * 10000;
+	 * buffer at 1 MB/s (1 us a byte).  At 10 MB/s a 16 MiB Bcast over 10 Mbit/s links
+	 * (14 s) failed at 11.7 s and then ran the library's Bcast too; at 100 kB/s a call
+	 * that stalls (seen under 5 % loss with MPICH) held its job for 50 s. */
+	p.overall_ns = 10 * p.recv_dead_ns + len * 1000;
 	return p;
 }
 
@@ -383,7 +431,7 @@ static int run_root(struct root_entry *e, uint64_t session, const void *buf, uin
 	char detail[96];
 
 	if (!contig) {
-		say_once(R_DATATYPE, "the root's datatype is not contiguous");
+		note(R_DATATYPE, "the root's datatype is not contiguous");
 		return R_DATATYPE;
 	}
 	s = sdn_rb_sender_new(&p, session, buf, len, e->nrecv, sdn_mc_now_ns());
@@ -399,14 +447,14 @@ static int run_root(struct root_entry *e, uint64_t session, const void *buf, uin
 	}
 	if (sdn_rb_sender_failure(s, &who) == SDN_RB_FAIL_ABORT) {
 		snprintf(detail, sizeof(detail), "receiver %d's datatype is not contiguous", (int)who);
-		say_once(R_DATATYPE, detail);
+		note(R_DATATYPE, detail);
 		sdn_rb_sender_free(s);
 		return R_DATATYPE;
 	}
 	snprintf(detail, sizeof(detail), "receiver %d %s", (int)who,
 		 sdn_rb_sender_failure(s, NULL) == SDN_RB_FAIL_DEAD ? "went silent"
 								  : "took too long");
-	say_once(R_FAILED, detail);
+	note(R_FAILED, detail);
 	sdn_rb_sender_free(s);
 	return R_FAILED;
 }
@@ -450,7 +498,16 @@ static int replicated(void *buf, int count, MPI_Datatype type, int root, MPI_Com
 		run_leader(e, session, buf, len, contig, &req);
 	PMPI_Wait(&req, MPI_STATUS_IGNORE);
 	if (status != STATUS_OK) {
-		B.reasons[status >= 0 && status < R_COUNT ? status : R_FAILED]++;
+		/* Every rank knows the outcome: the root's reason follows (one small
+		 * broadcast, on a failed call only), and the printer says it. */
+		char detail[DETAIL_LEN] = "";
+		int r = status >= 0 && status < R_COUNT ? status : R_FAILED;
+		if (cs->rank == root)
+			copy_detail(detail, why[r]);
+		PMPI_Bcast(detail, DETAIL_LEN, MPI_CHAR, root, comm);
+		detail[DETAIL_LEN - 1] = '\0';
+		announce(cs, r, detail);
+		B.reasons[r]++;
 		return PMPI_Bcast(buf, count, type, root, comm);
 	}
 	B.replicated++;
@@ -477,8 +534,7 @@ static int big_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm
 		return PMPI_Bcast(buf, count, type, root, comm);
 	if (cs->nhosts < 2) {
 		B.reasons[R_ONE_HOST]++;
-		if (cs->rank == root)
-			say_once(R_ONE_HOST, "the communicator is on one host");
+		announce(cs, R_ONE_HOST, "the communicator is on one host");
 		return PMPI_Bcast(buf, count, type, root, comm);
 	}
 	for (e = cs->roots; e && e->root != root; e = e->next)
@@ -509,11 +565,13 @@ void sdn_bcast_init(const struct sdn_config *cfg, int world_rank)
 	B.world_rank = world_rank;
 	if (!(cfg->modes & SDN_MODE_BCAST))
 		return;
-	B.set = (struct settings){cfg->bcast_min_bytes, cfg->bcast_timeout_ms, cfg->bcast_window,
-				  cfg->bcast_stats, 0, 0, 0};
+	B.set = (struct settings){cfg->bcast_min_bytes, cfg->bcast_timeout_ms,
+				  cfg->bcast_open_timeout_ms, cfg->bcast_window, cfg->bcast_stats,
+				  0, 0, 0};
 	if (cfg->bcast_group[0] && sdn_config_parse_group(cfg->bcast_group, &group, &port) == 0)
-		B.set = (struct settings){B.set.min_bytes, B.set.timeout_ms, B.set.window,
-					  B.set.stats, 1, group, port};
+		B.set = (struct settings){B.set.min_bytes, B.set.timeout_ms,
+					  B.set.open_timeout_ms, B.set.window, B.set.stats, 1,
+					  group, port};
 	PMPI_Bcast(&B.set, sizeof(B.set), MPI_BYTE, 0, MPI_COMM_WORLD);
 	if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &B.keyval, NULL) ==
 	    MPI_SUCCESS)

@@ -49,6 +49,7 @@ void sdn_config_defaults(struct sdn_config *cfg)
 	 * data dominates and the root sends it once instead of log2(p) times. */
 	cfg->bcast_min_bytes = 65536;
 	cfg->bcast_timeout_ms = 1000;
+	cfg->bcast_open_timeout_ms = 10000;
 	cfg->bcast_window = 128;
 }
 
@@ -152,7 +153,8 @@ static int set_bcast(struct sdn_config *cfg, const char *key, const char *value,
 		return copy_value(cfg->bcast_group, sizeof(cfg->bcast_group), key, value, report,
 				  ctx);
 	}
-	if (strcmp(key, "SDNMPI_BCAST_TIMEOUT_MS") == 0)
+	if (strcmp(key, "SDNMPI_BCAST_TIMEOUT_MS") == 0 ||
+	    strcmp(key, "SDNMPI_BCAST_OPEN_TIMEOUT_MS") == 0)
 		bad = parse_long(key, value, 10, 600000, &v, report, ctx);
 	else if (strcmp(key, "SDNMPI_BCAST_WINDOW") == 0)
 		bad = parse_long(key, value, 1, 65536, &v, report, ctx);
@@ -162,6 +164,8 @@ static int set_bcast(struct sdn_config *cfg, const char *key, const char *value,
 		return 1;
 	if (strcmp(key, "SDNMPI_BCAST_TIMEOUT_MS") == 0)
 		cfg->bcast_timeout_ms = (int)v;
+	else if (strcmp(key, "SDNMPI_BCAST_OPEN_TIMEOUT_MS") == 0)
+		cfg->bcast_open_timeout_ms = (int)v;
 	else if (strcmp(key, "SDNMPI_BCAST_WINDOW") == 0)
 		cfg->bcast_window = (int)v;
 	else
@@ -236,13 +240,15 @@ int sdn_config_set(struct sdn_config *cfg, const char *key, const char *value,
 		return parse_duplex(value, &cfg->duplex, report, ctx);
 	if (strncmp(key, "SDNMPI_BCAST_", 13) == 0 &&
 	    (!strcmp(key + 13, "MIN_BYTES") || !strcmp(key + 13, "TIMEOUT_MS") ||
-	     !strcmp(key + 13, "WINDOW") || !strcmp(key + 13, "GROUP") || !strcmp(key + 13, "STATS")))
+	     !strcmp(key + 13, "OPEN_TIMEOUT_MS") || !strcmp(key + 13, "WINDOW") ||
+	     !strcmp(key + 13, "GROUP") || !strcmp(key + 13, "STATS")))
 		return set_bcast(cfg, key, value, report, ctx);
 	reportf(report, ctx,
 		"unknown key '%s' ignored (valid: SDNMPI_MODE, SDNMPI_TRACE_DIR, SDNMPI_JOB, "
 		"SDNMPI_AGENT_SOCKET, SDNMPI_JOB_SLOT, SDNMPI_PUSH_TIMEOUT_MS, "
 		"SDNMPI_AGENT_TIMEOUT_MS, SDNMPI_DUPLEX, SDNMPI_BCAST_MIN_BYTES, "
-		"SDNMPI_BCAST_TIMEOUT_MS, SDNMPI_BCAST_WINDOW, SDNMPI_BCAST_GROUP, "
+		"SDNMPI_BCAST_TIMEOUT_MS, SDNMPI_BCAST_OPEN_TIMEOUT_MS, SDNMPI_BCAST_WINDOW, "
+		"SDNMPI_BCAST_GROUP, "
 		"SDNMPI_BCAST_STATS)",
 		key);
 	return 1;
@@ -301,7 +307,8 @@ int sdn_config_load(struct sdn_config *cfg, sdn_getenv_fn get, sdn_report_fn rep
 					   "SDNMPI_AGENT_SOCKET", "SDNMPI_JOB_SLOT",
 					   "SDNMPI_PUSH_TIMEOUT_MS", "SDNMPI_AGENT_TIMEOUT_MS",
 					   "SDNMPI_DUPLEX", "SDNMPI_BCAST_MIN_BYTES",
-					   "SDNMPI_BCAST_TIMEOUT_MS", "SDNMPI_BCAST_WINDOW",
+					   "SDNMPI_BCAST_TIMEOUT_MS", "SDNMPI_BCAST_OPEN_TIMEOUT_MS",
+					   "SDNMPI_BCAST_WINDOW",
 					   "SDNMPI_BCAST_GROUP", "SDNMPI_BCAST_STATS"};
 	const char *path = get("SDNMPI_CONFIG");
 	int problems = 0;

@@ -286,7 +286,10 @@ static void mark_missing(struct sdn_rb_sender *s, uint64_t now, uint32_t cum, ui
 		    elapsed(now, s->last_sent[seq]) >= s->p.repair_holdoff_ns) {
 			congestion(s, seq);
 			mark_repair(s, seq);
-		} else if (elapsed(now, timer_base(s, seq)) >= s->rto) {
+		} else if (elapsed(now, s->last_sent[seq]) >= s->rto) {
+			/* From the packet's own send: restarted on every receiver's progress (as
+			 * the tail timer is), a fast receiver's lost last packets waited behind a
+			 * slow receiver's repairs until it gave up. */
 			mark_repair(s, seq);
 		}
 	}

@@ -121,11 +121,14 @@ def run_check(f: Fabric, flavour: str, job: str) -> str:
         "SDNMPI_BCAST_STATS": "1",
     }
     argv = ["emu", "mpirun", "--name", f.plan.name, "-n", str(len(HOSTS)), "--mpi", flavour]
-    argv += ["--hosts", ",".join(HOSTS), "--timeout", "300"]
+    argv += ["--hosts", ",".join(HOSTS), "--timeout", "120"]
     argv += [a for k, v in env.items() for a in ("--env", f"{k}={v}")]
-    res = sdnmpi(*argv, "--", str(f.build / flavour / "bcast_check"), timeout=400)
+    res = sdnmpi(*argv, "--", str(f.build / flavour / "bcast_check"), timeout=200)
     out = res.stdout + res.stderr
-    assert res.returncode == 0, out[-4000:]
+    # MPICH/UCX's ranks sometimes hang in MPI_Finalize on the emulator, with or without
+    # libsdnmpi (ENVIRONMENT.md): stopped at the timeout (124) after printing results
+    hung = res.returncode == 124 and flavour == "mpich"
+    assert res.returncode == 0 or hung, out[-4000:]
     assert re.search(r"bcast_check: \d+ calls per rank, 0 differences", out), out[-4000:]
     return out
 
@@ -162,6 +165,9 @@ def test_trees_installed_used_and_removed(fabric: Fabric, flavour: str) -> None:
     assert all(r["replicated"] > 0 for r in rows.values()), rows
     assert total(rows, "sent") > 0 and total(rows, "received") > 0, rows
     assert total(rows, "fb_no-group") == 0 and total(rows, "fb_setup") == 0, rows
+    # derived datatypes and the intercommunicator took the library's Bcast, said once
+    assert total(rows, "fb_datatype") > 0 and total(rows, "fb_intercomm") > 0, rows
+    assert len([ln for ln in out.splitlines() if "falls back" in ln and "datatype" in ln]) == 1
     # the trees were on the switches while the job ran: h1's leaf copies to the
     # spine side, each group of type ALL has buckets that output somewhere
     assert watch.seen.get("leaf1"), watch.seen

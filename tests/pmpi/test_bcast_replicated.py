@@ -31,7 +31,7 @@ HOSTS = ("h1", "h2", "h3")
 SLOTS = {"h1": 2, "h2": 1, "h3": 1}  # 4 ranks: two on h1, one each on h2 and h3
 SUBNET = "10.77.14.0/24"
 GROUP, PORT = "239.77.14.1", 5014
-RUN_TIMEOUT_S = 240
+RUN_TIMEOUT_S = 90
 
 pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 
@@ -261,18 +261,30 @@ def run(hosts: Hosts, built: Path, flavour: str, env: dict[str, str]) -> str:
         hosts.name(HOSTS[0]),
     ]
     prog = [str(built / flavour / "bcast_check")]
-    proc = subprocess.run(
-        wrap + cmd + prog,
-        capture_output=True,
-        text=True,
-        env=full,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-    )
+    try:
+        proc = subprocess.run(
+            wrap + cmd + prog,
+            capture_output=True,
+            text=True,
+            env=full,
+            timeout=RUN_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        # MPICH/UCX's ranks sometimes hang in MPI_Finalize on these namespaces, with or
+        # without libsdnmpi (ENVIRONMENT.md); its results and stats are printed before
+        out = _text(exc.stdout) + _text(exc.stderr)
+        assert flavour == "mpich" and "differences" in out, out[-4000:]
+        assert re.search(r"bcast_check: \d+ calls per rank, 0 differences", out), out[-4000:]
+        return out
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert re.search(r"bcast_check: \d+ calls per rank, 0 differences", out), out[-4000:]
     return out
+
+
+def _text(data: bytes | str | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
 
 
 STATS = re.compile(r"^sdnmpi: rank (\d+): bcast stats: (.*)$", re.MULTILINE)
@@ -303,6 +315,7 @@ def test_replicated_without_loss(hosts: Hosts, built: Path, flavour: str) -> Non
     assert all(r["replicated"] > 0 for r in rows.values()), rows
     assert total(rows, "sent") > 0 and rows[2]["received"] > 0 and rows[3]["received"] > 0
     assert total(rows, "fb_datatype") > 0 and total(rows, "fb_failed") == 0, rows
+    assert total(rows, "fb_intercomm") > 0, rows  # bcast_check's intercommunicator
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
@@ -327,4 +340,9 @@ def test_a_deaf_host_falls_back(hosts: Hosts, built: Path, flavour: str) -> None
         clear_loss(hosts)
     rows = stats(out)
     assert rows[3]["received"] == 0 and total(rows, "fb_failed") > 0, rows
-    assert "MPI_Bcast falls back to the library's (failed: receiver" in out
+    # said by world rank 0 once, with the root's detail, whatever the roots; the odd
+    # ranks' split communicator (without rank 0) has its own printer, its rank 0
+    said = [ln for ln in out.splitlines() if "falls back to the library's (failed:" in ln]
+    by_rank0 = [ln for ln in said if ln.startswith("sdnmpi: rank 0:")]
+    assert len(by_rank0) == 1 and "(failed: receiver" in by_rank0[0], said
+    assert len(said) <= 2, said

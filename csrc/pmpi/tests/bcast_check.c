@@ -2,7 +2,8 @@
  * and above the replicated path's threshold, several MiB), several roots, datatypes
  * (MPI_BYTE, MPI_INT, MPI_DOUBLE, a contiguous derived type, a vector type that
  * must fall back) and communicators (MPI_COMM_WORLD, a dup, a split with reversed
- * rank order).  Every rank compares what it got with what the root sent (and a
+ * rank order, an intercommunicator between its two halves, which must fall back).
+ * Every rank compares what it got with what the root sent (and a
  * vector's gaps with what they held); the job exits 1 on any difference.
  * Used by tests/pmpi/test_bcast_replicated.py.  Usage: bcast_check [ROUNDS] */
 #include <mpi.h>
@@ -86,8 +87,34 @@ static void sweep(MPI_Comm comm)
 	}
 }
 
+/* A broadcast over an intercommunicator from rank 0 of the group with color 0 (the
+ * root passes MPI_ROOT, its group's others MPI_PROC_NULL, the other group 0). */
+static void check_inter(MPI_Comm inter, int color, size_t bytes)
+{
+	int rank, root;
+	uint8_t *buf = malloc(bytes);
+	unsigned call = (unsigned)++calls;
+
+	MPI_Comm_rank(inter, &rank);
+	root = color == 0 ? (rank == 0 ? MPI_ROOT : MPI_PROC_NULL) : 0;
+	for (size_t i = 0; i < bytes; i++)
+		buf[i] = root == MPI_ROOT ? expected(call, i) : 0xCD;
+	MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, inter);
+	for (size_t i = 0; color != 0 && i < bytes; i++) {
+		if (buf[i] != expected(call, i)) {
+			if (errors < 5)
+				fprintf(stderr, "bcast_check: intercommunicator call %u: byte %zu "
+					"is %u, not %u\n", call, i, buf[i], expected(call, i));
+			errors++;
+			break;
+		}
+	}
+	free(buf);
+}
+
 int main(int argc, char **argv)
 {
+	MPI_Comm inter = MPI_COMM_NULL;
 	MPI_Comm dup, split;
 	MPI_Datatype quad;
 	int rank, size, rounds = argc > 1 ? atoi(argv[1]) : 1;
@@ -100,6 +127,10 @@ int main(int argc, char **argv)
 	MPI_Type_commit(&quad);
 	MPI_Comm_dup(MPI_COMM_WORLD, &dup);
 	MPI_Comm_split(MPI_COMM_WORLD, rank % 2, size - rank, &split);
+	if (size >= 2) /* the halves' leaders: the highest even and odd world ranks */
+		MPI_Intercomm_create(split, 0, MPI_COMM_WORLD,
+				     rank % 2 ? (size - 1) - (size - 1) % 2 : size - 1 - size % 2, 7,
+				     &inter);
 	for (int r = 0; r < rounds; r++) {
 		sweep(MPI_COMM_WORLD);
 		sweep(dup);
@@ -111,7 +142,11 @@ int main(int argc, char **argv)
 		check_contig(dup, size - 1, quad, 16, 160000);
 		check_vector(MPI_COMM_WORLD, 0, 40000);
 		check_vector(split, 0, 100);
+		if (inter != MPI_COMM_NULL)
+			check_inter(inter, rank % 2, 1u << 20);
 	}
+	if (inter != MPI_COMM_NULL)
+		MPI_Comm_free(&inter);
 	MPI_Comm_free(&split);
 	MPI_Comm_free(&dup);
 	MPI_Type_free(&quad);

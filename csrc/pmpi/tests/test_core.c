@@ -390,6 +390,11 @@ static void test_bcast_config(struct sdn_config *cfg)
 
 	sdn_config_defaults(cfg);
 	CHECK(cfg->bcast_min_bytes == 65536 && cfg->bcast_timeout_ms == 1000);
+	CHECK(cfg->bcast_open_timeout_ms == 10000);
+	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_OPEN_TIMEOUT_MS", "30000", NULL, NULL) == 0);
+	CHECK(cfg->bcast_open_timeout_ms == 30000);
+	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_OPEN_TIMEOUT_MS", "x", NULL, NULL) == 1);
+	CHECK(cfg->bcast_open_timeout_ms == 30000);
 	CHECK(cfg->bcast_window == 128 && cfg->bcast_group[0] == '\0' && !cfg->bcast_stats);
 	CHECK(sdn_config_parse_modes("register,bcast", &modes, NULL, NULL) == 0);
 	CHECK(modes == (SDN_MODE_REGISTER | SDN_MODE_BCAST));
