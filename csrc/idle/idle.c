@@ -16,12 +16,22 @@
  * the sleep starts again from the first value.  Ranks then leave the cores to
  * whoever has work, and a message waits at most the longest sleep (0.2 ms:
  * a sixth of a 1500-byte frame's time at 10 Mbit/s).  "0" restores the plain
- * sched_yield().  Nothing else is intercepted.  Parsing is in idle_parse.c so
- * that tests can call it without the interposition.
+ * sched_yield().
+ *
+ * MPICH over UCX never yields: MPI_Wait loops over ucp_worker_progress(),
+ * which returns how many events it processed.  The library therefore also
+ * interposes ucp_worker_progress() (libmpich calls it through its PLT): a call
+ * that processed nothing is a pass that found nothing to do, and sleeps on the
+ * same schedule.  A program without UCX never calls it.  Nothing else is
+ * intercepted.  Parsing is in idle_parse.c so that tests can call it without
+ * the interposition.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,20 +56,71 @@ static void configure(void)
 	configured = 1;
 }
 
-__attribute__((visibility("default"))) int sched_yield(void)
+/* One idle pass: sleep on the schedule (the caller checked cfg.first_ns). */
+static void nap_once(void)
 {
 	struct timespec now;
 	struct timespec nap;
 
-	if (!configured)
-		configure();
-	if (cfg.first_ns == 0)
-		return (int)syscall(SYS_sched_yield);
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	sleep_ns = sdn_idle_next(&cfg, sleep_ns, ns_between(&last_return, &now));
 	nap.tv_sec = 0;
 	nap.tv_nsec = sleep_ns;
 	nanosleep(&nap, NULL);
 	clock_gettime(CLOCK_MONOTONIC, &last_return);
+}
+
+__attribute__((visibility("default"))) int sched_yield(void)
+{
+	if (!configured)
+		configure();
+	if (cfg.first_ns == 0)
+		return (int)syscall(SYS_sched_yield);
+	nap_once();
 	return 0;
+}
+
+/* UCX's prototype (ucp/api/ucp.h), with ucp_worker_h as an opaque pointer:
+ * this library needs no UCX headers. */
+unsigned ucp_worker_progress(void *worker);
+typedef unsigned (*progress_fn)(void *worker);
+
+/* UCX's ucp_worker_progress(ucp_worker_h), found behind this library. */
+static progress_fn next_progress(void)
+{
+	static progress_fn next;
+	void *sym;
+
+	if (next == NULL) {
+		sym = dlsym(RTLD_NEXT, "ucp_worker_progress");
+		if (sym == NULL) {
+			/* a UCX loaded by dlopen() with RTLD_LOCAL (an MCA component) */
+			void *ucp = dlopen("libucp.so.0", RTLD_LAZY | RTLD_NOLOAD);
+
+			sym = ucp != NULL ? dlsym(ucp, "ucp_worker_progress") : NULL;
+		}
+		if (sym == NULL) {
+			/* only a caller linked against UCX gets here: say why, once */
+			fprintf(stderr, "libsdnmpi_idle: ucp_worker_progress not found: %s\n",
+				dlerror());
+			abort();
+		}
+		/* POSIX guarantees dlsym's object pointer converts to a function */
+		_Static_assert(sizeof(sym) == sizeof(next), "function pointer size");
+		memcpy(&next, &sym, sizeof(next));
+	}
+	return next;
+}
+
+__attribute__((visibility("default"))) unsigned ucp_worker_progress(void *worker)
+{
+	unsigned events = next_progress()(worker);
+
+	if (events == 0) {
+		if (!configured)
+			configure();
+		if (cfg.first_ns != 0)
+			nap_once();
+	}
+	return events;
 }

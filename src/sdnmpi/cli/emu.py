@@ -189,7 +189,8 @@ def mpirun_command(
         DEFAULT_IDLE_US,
         "--idle-us",
         help="Waiting ranks sleep FIRST doubling to LONGEST microseconds instead of "
-        "spinning on the shared cores (libsdnmpi_idle.so, make idle; Open MPI); 0 spins.",
+        "spinning on the shared cores (libsdnmpi_idle.so, make idle: Open MPI's yields, "
+        "MPICH's empty UCX polls); 0 spins.",
     ),
     name: str = NAME,
     state_root: Path = STATE_ROOT,

@@ -14,8 +14,11 @@ sleeps 50 us, doubling up to 200 us while the rank stays idle: the barrier took
 core; this is what the emulator does instead.
 
 :func:`idle_env` is the environment a rank needs (pure); :func:`find_library`
-looks for the built library.  MPICH over UCX polls without yielding, so the
-library changes nothing there.
+looks for the built library.  MPICH over UCX polls without yielding: the
+library also interposes ``ucp_worker_progress()``, and a pass that found no
+events sleeps on the same schedule.  Measured on ``allreduce28`` at 10 Mbit/s
+with 8 MPICH ranks, a 1 MiB ``MPI_Bcast`` (scatter + ring allgather) took 3.29 s
+spinning and 1.79 s with the library; the links allow 1.65 s at TCP's goodput.
 """
 
 from __future__ import annotations
