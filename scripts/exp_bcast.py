@@ -25,6 +25,14 @@ Each way runs on an idle fabric and, at 8 hosts, again with a **competing** job:
 host left over on each leaf streams to one on the next leaf (``sdnmpi-bench pairs
 --oneway``) for the whole measurement, on its default route (``--blocks`` chooses).
 
+Below the threshold the replicated way is the library's own Bcast behind the
+interposed library, and a single sweep of each cannot tell a cost from this machine's
+noise.  The **ab** scenario (``--blocks 8:ab``, in the full run) measures exactly that:
+on an idle fabric, ``--ab-rounds`` rounds of the sizes below the threshold, each
+round both ways back to back, in alternating order (plain first, then interposed
+first), so drift hits both; per size the medians, their ratio, and in how many rounds
+the interposed run was the slower one.
+
 Prediction: :func:`sdnmpi.sim.bcast_prediction.predict_bcasts` with the fabric's
 calibration (``--calibration``, else nominal rates at ``--link-scale``): the library's
 algorithm on D-mod-K routes, rank by rank, with its protocol; the replicated transfer on
@@ -69,11 +77,14 @@ ROOT = Path(__file__).resolve().parent.parent
 TOPOLOGY = "allreduce28"
 LIBRARIES = ("openmpi", "mpich")
 WAYS = ("library", "replicated")
-SCENARIOS = ("idle", "competing")
+SCENARIOS = ("idle", "competing", "ab")
 #: The full run's fabric blocks: (hosts, scenario); ``--blocks 20:competing`` adds one
 #: (the competing job needs hosts left over on every leaf: 8 of the 28 leave 20, 20
-#: leave 8).
-BLOCKS = ((8, "idle"), (8, "competing"), (20, "idle"))
+#: leave 8).  ``ab``: the A/B measurement below the threshold.
+BLOCKS = ((8, "idle"), (8, "competing"), (20, "idle"), (8, "ab"))
+#: Rounds of the A/B block (each: both ways, order alternating) and seconds per size.
+AB_ROUNDS = 6
+AB_DURATION_S = 1.0
 #: 4 KiB to 16 MiB, doubling (the small ones are below the data path's threshold).
 SIZES = (4 << 10, 16 << 20)
 QUICK_SIZES = (16 << 10, 1 << 20)
@@ -177,12 +188,13 @@ def run_sweep(
     sizes: tuple[int, int],
     env: list[str],
     timeout_s: float,
+    duration_s: float = DURATION_S,
 ) -> tuple[dict[int, float], list[str]]:
     """size -> mean seconds per Bcast (the slowest rank's), sizes doubling over
     ``sizes``; and the library's statistics lines of a replicated run."""
     bench = str(ROOT / "build" / library / "sdnmpi-bench")
     program = [bench, "coll", "--op", "bcast", "--min", str(sizes[0]), "--max", str(sizes[1])]
-    program += ["--duration", str(DURATION_S), "--warmup", "1", "--json"]
+    program += ["--duration", str(duration_s), "--warmup", "1", "--json"]
     doc, stderr = harness.mpirun_json(
         name, hosts, program, env, timeout_s, mpi=library, allow_untagged=True,
         results_before_hang=True,
@@ -265,6 +277,92 @@ def run_block(
             "measured": measured, "stats": stats}  # fmt: skip
 
 
+def ab_sizes(sizes: tuple[int, int]) -> tuple[int, int] | None:
+    """The part of ``sizes`` below the threshold (where both ways are the library's
+    Bcast), or None."""
+    if sizes[0] >= THRESHOLD:
+        return None
+    top = sizes[0]
+    while top * 2 < THRESHOLD and top * 2 <= sizes[1]:
+        top *= 2
+    return sizes[0], top
+
+
+def ab_order(round_index: int) -> tuple[str, str]:
+    """The ways of one A/B round: plain first in even rounds, interposed first in odd."""
+    return WAYS if round_index % 2 == 0 else (WAYS[1], WAYS[0])
+
+
+def run_ab(
+    workdir: Path,
+    topo: Topology,
+    n: int,
+    libraries: Sequence[str],
+    sizes: tuple[int, int],
+    rounds: int,
+    scale: float,
+) -> dict[str, Any]:
+    """The A/B block: ``rounds`` rounds of both ways below the threshold, on an idle
+    fabric of ``n`` hosts; per library the rounds' seconds per Bcast."""
+    small = ab_sizes(sizes)
+    if small is None:
+        raise SystemExit(f"exp_bcast: the ab block needs sizes below {THRESHOLD} B")
+    hosts, _ = spread(topo, n)
+    name = f"bc-{os.getpid()}"
+    tag = f"{n}-ab"
+    # each sweep: launch, one untimed and AB_DURATION_S of calls per size; latency-bound
+    timeout_s = 60 + 4 * AB_DURATION_S * len(doubling(small))
+    ab: dict[str, list[dict[str, dict[int, float]]]] = {}
+    with harness.cluster(workdir, topo, name, tag, len(topo.switches), scale) as ctl:
+        agents.up(name, controller_api=ctl.api_path)
+        for r in range(rounds):
+            for library in libraries:
+                this: dict[str, dict[int, float]] = {}
+                for way in ab_order(r):
+                    env = way_env(name, library, way, f"bc-{tag}-{library}-{way}-{r}")
+                    this[way], _ = run_sweep(
+                        name, hosts, library, way, small, env, timeout_s, AB_DURATION_S
+                    )
+                ab.setdefault(library, []).append(this)
+                log(f"{tag} round {r + 1}/{rounds} {library}: " + ", ".join(
+                    f"{k} B {this['library'][k] * 1e6:.0f}/{this['replicated'][k] * 1e6:.0f} us"
+                    for k in sorted(this["library"])))  # fmt: skip
+    return {"hosts": list(hosts), "competing": [], "ab": ab}
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def ab_rows(
+    topo: Topology, n: int, block: dict[str, Any], cal: Calibration
+) -> list[dict[str, Any]]:
+    """One row per (library, size) of an A/B block: both ways' medians over the rounds,
+    the ratio of the medians, the rounds' paired ratios and how many were above 1."""
+    out = []
+    for library, rounds in block["ab"].items():
+        per = [{w: {int(k): float(v) for k, v in r[w].items()} for w in WAYS} for r in rounds]
+        sizes = sorted(set.intersection(*(set(r[w]) for r in per for w in WAYS)))
+        points = predict_bcasts(topo, block["hosts"], sizes, library=library, calibration=cal)
+        for size, point in zip(sizes, points, strict=True):
+            plain = [r["library"][size] for r in per]
+            inter = [r["replicated"][size] for r in per]
+            paired = [b / a for a, b in zip(plain, inter, strict=True)]
+            out.append({
+                "hosts": n, "scenario": "ab", "library": library, "size_bytes": size,
+                "rounds": len(per),
+                "median_s": {"library": _median(plain), "replicated": _median(inter)},
+                "predicted_s": point.library_s,
+                "ratio": _median(inter) / _median(plain),
+                "paired_ratios": paired,
+                "slower_rounds": sum(1 for x in paired if x > 1),
+                "plain_spread": max(plain) / min(plain),
+            })  # fmt: skip
+    return out
+
+
 def rows_of(
     topo: Topology, n: int, scenario: str, block: dict[str, Any], cal: Calibration
 ) -> list[dict[str, Any]]:
@@ -310,7 +408,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = sorted({(r["hosts"], r["scenario"]) for r in rows})
+    panels = sorted({(r["hosts"], r["scenario"]) for r in rows if r["scenario"] != "ab"})
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
     for ax, (n, scenario) in zip(axes[0], panels, strict=True):
         for library in LIBRARIES:
@@ -345,6 +443,7 @@ def experiment(
     scale: float,
     cal: Calibration,
     out: Path,
+    ab_rounds: int = AB_ROUNDS,
 ) -> dict[str, Any]:
     """Run every block; the summary (rows, plot)."""
     harness.build("mpibench", "pmpi", "bpf")
@@ -358,7 +457,10 @@ def experiment(
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="sdnmpi-bc-") as tmp:
         for n, scenario in blocks:
-            block = run_block(Path(tmp), topo, n, scenario, libraries, sizes, scale, cal)
+            if scenario == "ab":
+                block = run_ab(Path(tmp), topo, n, libraries, sizes, ab_rounds, scale)
+            else:
+                block = run_block(Path(tmp), topo, n, scenario, libraries, sizes, scale, cal)
             measured["blocks"].append({"n": n, "scenario": scenario, **block})
             (out / MEASURED).write_text(json.dumps(measured) + "\n")
     return derive(measured, out)
@@ -373,11 +475,17 @@ def derive(measured: dict[str, Any], out: Path) -> dict[str, Any]:
     topo = catalog.load_topology(measured["topology"])
     cal = Calibration.from_dict(measured["calibration"], MEASURED)
     rows: list[dict[str, Any]] = []
+    ab: list[dict[str, Any]] = []
     for block in measured["blocks"]:
-        rows += rows_of(topo, block["n"], block["scenario"], block, cal)
+        if block["scenario"] == "ab":
+            ab += ab_rows(topo, block["n"], block, cal)
+        else:
+            rows += rows_of(topo, block["n"], block["scenario"], block, cal)
     png = out / "bcast.png"
-    plot(rows, png)
-    return {k: v for k, v in measured.items() if k != "blocks"} | {"rows": rows, "plot": str(png)}
+    if rows:
+        plot(rows, png)
+    rest = {k: v for k, v in measured.items() if k != "blocks"}
+    return rest | {"rows": rows, "ab": ab, "plot": str(png) if rows else None}
 
 
 def parse_args() -> argparse.Namespace:
@@ -398,6 +506,8 @@ def parse_args() -> argparse.Namespace:
         help="Emulated rate factor (0.01: 10 Mbit/s, so the links, not the 2 cores, limit).",
     )
     ap.add_argument("--calibration", type=Path, help="sdnmpi calibrate's output.")
+    ap.add_argument("--ab-rounds", type=int, default=AB_ROUNDS,
+                    help="Rounds of the ab block (both ways each, order alternating).")  # fmt: skip
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "experiments")
     ap.add_argument("--json", type=Path, help="Also write the summary here.")
     ap.add_argument(
@@ -449,9 +559,11 @@ def main() -> int:
         blocks = [_block(b) for b in args.blocks.split(",") if b]
         libraries = _choices(args.libraries, LIBRARIES, "libraries")
         sizes = _sizes(args.sizes) if args.sizes else SIZES
+    if not 1 <= args.ab_rounds <= 100:
+        raise SystemExit(f"exp_bcast: --ab-rounds: {args.ab_rounds} (1 to 100)")
     cal = Calibration.load_or_nominal(args.calibration, args.link_scale)
     t0 = time.monotonic()
-    summary = experiment(blocks, libraries, sizes, args.link_scale, cal, args.out)
+    summary = experiment(blocks, libraries, sizes, args.link_scale, cal, args.out, args.ab_rounds)
     print_rows(summary)
     print(f"plot: {summary['plot']}  ({time.monotonic() - t0:.0f} s)")
     harness.emit(summary, args.json)
@@ -468,6 +580,15 @@ def print_rows(summary: dict[str, Any]) -> None:
             f"library {m['library'] * 1e3:8.1f} ms (sim {p['library'] * 1e3:8.1f})  "
             f"replicated {m['replicated'] * 1e3:8.1f} ms (sim {p['replicated'] * 1e3:8.1f})  "
             f"x{r['gain']:.2f} (sim x{r['predicted_gain']:.2f})"
+        )
+    for r in summary.get("ab", []):
+        m = r["median_s"]
+        print(
+            f"{r['hosts']:>3} {'A/B':>9} {r['library']:>7} {r['size_bytes']:>9} B  "
+            f"plain {m['library'] * 1e6:8.0f} us  interposed {m['replicated'] * 1e6:8.0f} us "
+            f"(sim {r['predicted_s'] * 1e6:6.0f})  x{r['ratio']:.3f} of plain, paired "
+            f"x{min(r['paired_ratios']):.2f}-{max(r['paired_ratios']):.2f}, slower in "
+            f"{r['slower_rounds']}/{r['rounds']} rounds, plain's spread x{r['plain_spread']:.2f}"
         )
 
 

@@ -91,3 +91,48 @@ def test_bad_command_line_values_are_one_line() -> None:
         exp_bcast._block("8:busy")
     with pytest.raises(SystemExit, match="MIN,MAX"):
         exp_bcast._sizes("16,4")
+
+
+def test_ab_block_runs_the_sizes_below_the_threshold_in_alternating_order() -> None:
+    assert exp_bcast.ab_sizes(exp_bcast.SIZES) == (4096, 32768)
+    assert exp_bcast.ab_sizes((16384, 1 << 20)) == (16384, 32768)
+    assert exp_bcast.ab_sizes((4096, 8192)) == (4096, 8192)
+    assert exp_bcast.ab_sizes((exp_bcast.THRESHOLD, 1 << 20)) is None
+    orders = [exp_bcast.ab_order(r) for r in range(4)]
+    assert orders[0] == orders[2] == ("library", "replicated")
+    assert orders[1] == orders[3] == ("replicated", "library")
+
+
+def test_ab_rows_give_medians_their_ratio_and_the_rounds_signs() -> None:
+    hosts, _ = exp_bcast.spread(TOPO, 8)
+    plain = [100e-6, 120e-6, 110e-6, 300e-6]  # one noisy round
+    inter = [105e-6, 115e-6, 121e-6, 90e-6]
+    rounds = [
+        {"library": {"4096": a, "8192": 2 * a}, "replicated": {"4096": b, "8192": 2 * b}}
+        for a, b in zip(plain, inter, strict=True)
+    ]
+    rows = exp_bcast.ab_rows(TOPO, 8, {"hosts": list(hosts), "ab": {"mpich": rounds}}, CAL)
+    assert [(r["library"], r["size_bytes"]) for r in rows] == [("mpich", 4096), ("mpich", 8192)]
+    r = rows[0]
+    assert r["median_s"]["library"] == pytest.approx(115e-6)
+    assert r["median_s"]["replicated"] == pytest.approx(110e-6)
+    assert r["ratio"] == pytest.approx(110 / 115)
+    assert r["slower_rounds"] == 2 and r["rounds"] == 4
+    assert r["plain_spread"] == pytest.approx(3.0)
+    assert r["predicted_s"] > 0
+
+
+def test_rederive_keeps_ab_blocks_apart_from_the_gain_rows(tmp_path: Path) -> None:
+    hosts, _ = exp_bcast.spread(TOPO, 8)
+    one = {"library": {"4096": 1e-4}, "replicated": {"4096": 1.1e-4}}
+    measured = {
+        "topology": exp_bcast.TOPOLOGY,
+        "link_scale": 0.01,
+        "calibration": CAL.to_dict(),
+        "blocks": [{"n": 8, "scenario": "ab", "hosts": list(hosts), "competing": [],
+                    "ab": {"openmpi": [one, one]}}],
+    }  # fmt: skip
+    summary = exp_bcast.derive(measured, tmp_path)
+    assert summary["rows"] == [] and summary["plot"] is None
+    assert summary["ab"][0]["ratio"] == pytest.approx(1.1)
+    assert summary["ab"][0]["slower_rounds"] == 2
