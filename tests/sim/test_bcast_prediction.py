@@ -79,6 +79,33 @@ def test_the_library_is_what_the_other_experiments_predict() -> None:
             assert p.gain > 1
 
 
+def _ranks_time(fabric: Fabric, hosts: list[str], algorithm: str, nbytes: int) -> float:
+    s = collectives.expand("bcast", len(hosts), nbytes, algorithm=algorithm)
+    demands = Demands.from_pattern(fabric, s.to_pattern(), Placement(tuple(hosts)))
+    routing = route("dmodk", fabric, demands)
+    return Calibration().simulate(fabric, demands, routing, "openmpi", mode="ranks").total_s
+
+
+def test_open_mpis_binomial_on_20_hosts_is_13_transfers_where_mpichs_is_5() -> None:
+    """One rank per host on an idle leaf-spine (1 Gbit/s everywhere, no latency),
+    T = one buffer over one link.  Open MPI's tree sends to all children at once, so a
+    rank with k children is busy k T: the root's 5 children have the buffer at 5 T,
+    rank 1 (4 children) serves 3 by 9 T, rank 3 (3 children) serves 7 by 12 T, and
+    rank 7 serves 15 by 13 T.  MPICH's tree sends one child per step: 5 T.  The
+    spines are not the bottleneck (checked when this was written): the time is the
+    senders' links alone."""
+    topo = leaf_spine(2, 5, 4, latency_s=0.0)
+    fabric = Fabric(topo)
+    hosts = _hosts(topo, 20)
+    t = MIB * 8 / C
+    assert _ranks_time(fabric, hosts, "ompi_binomial", MIB) == pytest.approx(13 * t)
+    assert _ranks_time(fabric, hosts, "binomial", MIB) == pytest.approx(5 * t)
+    # and it is what the Open MPI prediction runs for 20 ranks below 1 MiB
+    (p,) = predict_bcasts(topo, hosts, [MIB // 2], library="openmpi")
+    assert p.algorithm == "ompi_binomial"
+    assert p.library_s == pytest.approx(13 * t / 2)
+
+
 def test_a_competing_stream_into_a_receiver_halves_the_tree_and_a_spine_one_is_avoided() -> None:
     topo = leaf_spine(2, 4, 2, latency_s=0.0)
     hosts = _hosts(topo, 4)  # h1..h4: two leaves

@@ -55,6 +55,7 @@ def test_collectives_and_algorithms_listed():
         "scatter_recursive_doubling_allgather",
         "scatter_ring_allgather",
         "linear",
+        "ompi_binomial",
     )
     assert algorithms("alltoall") == ("brucks", "pairwise", "scattered")
 

@@ -84,10 +84,14 @@ def test_mpich_rows_name_their_json_source_and_only_smp_is_approximated():
         ("allgather", 40, 1024, 5, "ring", True),
         ("bcast", 16, 4095, 7, "binomial", True),
         # 8 ranks fall in the fixed rules' communicator_size < 16 branch
-        ("bcast", 8, 32767, 6, "binomial", True),
+        ("bcast", 8, 32767, 6, "ompi_binomial", False),
         ("bcast", 8, 32768, 1, "linear", False),
         ("bcast", 8, 1 << 20, 1, "linear", False),
         ("bcast", 7, 1 << 20, 2, "scatter_ring_allgather", True),  # < 8: chain
+        # 16-31 ranks: binomial (unsegmented, Open MPI's tree) from 4 KiB below 1 MiB
+        ("bcast", 20, 4095, 7, "binomial", True),
+        ("bcast", 20, 4096, 6, "ompi_binomial", False),
+        ("bcast", 20, (1 << 20) - 1, 6, "ompi_binomial", False),
         ("bcast", 20, 1 << 20, 8, "scatter_recursive_doubling_allgather", True),
         ("reduce", 3, 7, 7, "reduce_scatter_gather", True),
         ("reduce", 64, 100, 5, "binomial", True),

@@ -10,8 +10,9 @@ Public API::
 Every algorithm follows MPICH 4.x's implementation (the module of each
 collective names the source file; Thakur, Rabenseifner & Gropp 2005,
 "Optimization of Collective Communication Operations in MPICH", IJHPCA 19(1),
-describes most of them).  ``algorithm=None`` picks the algorithm ``library``
-(``"mpich"`` or ``"openmpi"``) would use by default
+describes most of them), except Open MPI's own ``linear`` and ``ompi_binomial``
+broadcasts (:mod:`~sdnmpi.core.collectives.bcast`).  ``algorithm=None`` picks
+the algorithm ``library`` (``"mpich"`` or ``"openmpi"``) would use by default
 (:mod:`sdnmpi.core.collectives.selection`); ``library`` only affects that
 choice.  :func:`sdnmpi.core.collectives.verify.verify` checks that a schedule
 computes its collective.
@@ -54,6 +55,7 @@ _REGISTRY: dict[str, dict[str, Expander]] = {
         "scatter_recursive_doubling_allgather": bcast.scatter_recursive_doubling_allgather,
         "scatter_ring_allgather": bcast.scatter_ring_allgather,
         "linear": bcast.linear,
+        "ompi_binomial": bcast.ompi_binomial,
     },
     "reduce": {
         "binomial": reduce.binomial,

@@ -1,4 +1,4 @@
-"""MPI_Bcast algorithms, following MPICH 4.x (and Open MPI's linear one).
+"""MPI_Bcast algorithms, following MPICH 4.x (and Open MPI's linear and binomial ones).
 
 * ``linear``: Open MPI's ``ompi_coll_base_bcast_intra_basic_linear``
   (``ompi/mca/coll/base/coll_base_bcast.c``): the root posts one ``isend`` of the
@@ -6,6 +6,22 @@
   receive from the root.  One step of ``p - 1`` messages, all leaving the root's
   link: ``(p - 1) * nbytes`` on it.  Open MPI 4.1's fixed rules pick it for 8-15
   ranks from 32 KiB up (``coll_tuned_decision_fixed.c``).
+* ``ompi_binomial``: Open MPI's ``ompi_coll_base_bcast_intra_binomial`` as its
+  fixed rules run it, with segment size 0: one segment, so
+  ``ompi_coll_base_bcast_intra_generic`` has every rank, once it holds the buffer
+  (the root at once, the others when their receive from the parent completes),
+  post an ``isend`` of the whole buffer to **all** its children at once and wait
+  for all of them.  The tree is ``ompi_coll_base_topo_build_bmtree``
+  (``coll_base_topo.c``), not MPICH's: relative rank ``i``'s parent is ``i`` without
+  its top bit, its children are ``i + 2^k`` for each ``2^k`` above that bit (the
+  root's are ``1, 2, 4, ...``).  Step ``d`` carries the messages into the relative
+  ranks with ``d`` bits set; a rank's sends are all in the step after its receive,
+  so in the simulator's ``ranks`` mode they start together when that receive is done
+  and share the rank's link.
+  With ``k`` children a rank needs about ``k`` transfer times; on 20 ranks the
+  path 0, 1, 3, 7, 15 takes ``5 + 4 + 3 + 1 = 13`` where MPICH's tree takes 5.
+  Open MPI 4.1's fixed rules pick it for 16-31 ranks from 4 KiB to 1 MiB and for
+  32-63 ranks below 2 KiB, among others.
 * ``binomial``: ``src/mpi/coll/bcast/bcast_intra_binomial.c``.  The root sends
   to relative rank ``2^k`` for decreasing ``k``; every receiver forwards to its
   own subtree.  ``ceil(log2 p)`` rounds, each non-root receives the whole buffer
@@ -75,6 +91,55 @@ def linear(nprocs: int, count: int, root: int, type_bytes: int) -> Schedule:
         return b.build()
     b.step("linear", [b.msg(root, r, [(0, count)]) for r in range(nprocs) if r != root])
     return b.build()
+
+
+def ompi_binomial(nprocs: int, count: int, root: int, type_bytes: int) -> Schedule:
+    """Open MPI's unsegmented binomial tree: a rank sends to all its children at once.
+
+    >>> s = ompi_binomial(6, 8, 0, 1)
+    >>> [[(m.src, m.dst) for m in step.messages] for step in s.steps]
+    [[(0, 1), (0, 2), (0, 4)], [(1, 3), (1, 5)]]
+    """
+    b = ScheduleBuilder(
+        "bcast", "ompi_binomial", nprocs=nprocs, count=count, type_bytes=type_bytes, root=root
+    )
+    if count == 0:
+        return b.build()
+    level = [root]
+    while level:
+        sends = [(r, c) for r in level for c in bmtree_children(nprocs, r, root)]
+        b.step("binomial tree, all children at once", [b.msg(r, c, [(0, count)]) for r, c in sends])
+        level = [c for _, c in sends]
+    return b.build()
+
+
+def bmtree_children(nprocs: int, rank: int, root: int) -> tuple[int, ...]:
+    """``rank``'s children in Open MPI's binomial tree, in the order it posts its sends.
+
+    ``ompi_coll_base_topo_build_bmtree``: relative rank ``i = (rank - root) mod p``
+    has the children ``i + 2^k`` for every power of two ``2^k`` above ``i``'s top
+    bit with ``i + 2^k < p``, in increasing order, shifted back by ``root``.
+
+    >>> bmtree_children(20, 0, 0), bmtree_children(20, 1, 0), bmtree_children(20, 5, 4)
+    ((1, 2, 4, 8, 16), (3, 5, 9, 17), (7, 9, 13, 1))
+    """
+    i = (rank - root) % nprocs
+    ks = range(i.bit_length(), nprocs.bit_length())
+    return tuple((i + (1 << k) + root) % nprocs for k in ks if i + (1 << k) < nprocs)
+
+
+def bmtree_parent(nprocs: int, rank: int, root: int) -> int | None:
+    """``rank``'s parent in Open MPI's binomial tree (``None`` for the root).
+
+    Relative rank ``i`` receives from ``i`` with its top bit cleared.
+
+    >>> bmtree_parent(20, 19, 0), bmtree_parent(20, 1, 4), bmtree_parent(20, 4, 4)
+    (3, 5, None)
+    """
+    i = (rank - root) % nprocs
+    if i == 0:
+        return None
+    return (i - (1 << (i.bit_length() - 1)) + root) % nprocs
 
 
 def scatter_recursive_doubling_allgather(

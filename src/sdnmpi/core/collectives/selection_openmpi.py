@@ -15,16 +15,28 @@ Open MPI's algorithms are numbered per collective as in its
 ``coll_tuned_<coll>_algorithm`` MCA parameters; :data:`ALGORITHMS` maps each to
 our nearest algorithm and says whether the mapping is exact: ``approximated`` is
 ``False`` only where the expansion this package produces (which follows MPICH's
-code) sends the same messages as Open MPI's implementation (recursive-doubling
-allreduce, Bruck allgather and alltoall, recursive-doubling allgather on powers
-of two, ring allgather, the Bruck (dissemination) barrier, the basic linear
-bcast and the two-process special cases).  Bcast: the fixed rules pass a segment
-size and fan-out of 0 to every algorithm (``ompi_coll_tuned_bcast_intra_do_this(...,
-alg, 0, 0)``), so nothing is segmented: Open MPI's binomial tree (``approximated``)
-sends the whole buffer to all of a rank's children at once (children ``i ^ 2^k``
-above ``i``'s top bit), where MPICH's, which we expand, sends to one child per step.
-Open MPI's recursive-doubling allgather falls back to Bruck for
-a non-power-of-two communicator (``coll_base_allgather.c``), so that row maps to
+code, or Open MPI's where this package has it) sends the same messages as Open
+MPI's implementation (recursive-doubling allreduce, Bruck allgather and alltoall,
+recursive-doubling allgather on powers of two, ring allgather, the Bruck
+(dissemination) barrier, the basic linear and binomial bcasts and the two-process
+special cases).
+
+Bcast: the fixed rules pass a segment size and fan-out of 0 to every algorithm
+(``ompi_coll_tuned_bcast_intra_do_this(..., alg, 0, 0)``), so nothing is
+segmented, and the tree algorithms run ``ompi_coll_base_bcast_intra_generic`` with
+one segment: a rank sends the whole buffer to all its children at once.  The
+binomial one (6) is expanded as itself (``ompi_binomial``, Open MPI's
+``build_bmtree``).  The others stay ``approximated``: the binary tree (5,
+``build_tree`` with fan-out 2) and the k-nomial tree (7, ``build_kmtree`` with
+``coll_tuned_bcast_knomial_radix``, 4 by default) also send to all children at
+once over trees of their own; chain (2, fan-out 0 raised to 1 by ``build_chain``)
+and pipeline (3) are then both one unsegmented chain, root to relative rank 1 to 2
+and so on, ``p - 1`` whole-buffer hops one after the other; split binary tree (4)
+is only reached from 256 ranks.  Scatter-allgather (8) is MPICH's scheme but cuts
+the buffer in elements, not bytes, and runs basic linear when ``count < p``.
+
+Allgather: Open MPI's recursive doubling falls back to Bruck for a
+non-power-of-two communicator (``coll_base_allgather.c``), so that row maps to
 ``brucks`` there.
 
 Left out: non-commutative branches, ``coll_tuned_use_dynamic_rules`` files, the
@@ -70,7 +82,7 @@ ALGORITHMS: dict[str, dict[int, tuple[str, str, bool]]] = {
         3: ("pipeline", "scatter_ring_allgather", True),
         4: ("split_binary_tree", "scatter_ring_allgather", True),
         5: ("binary_tree", "binomial", True),
-        6: ("binomial", "binomial", True),
+        6: ("binomial", "ompi_binomial", False),
         7: ("knomial", "binomial", True),
         8: ("scatter_allgather", "scatter_recursive_doubling_allgather", True),
         9: ("scatter_allgather_ring", "scatter_ring_allgather", True),
