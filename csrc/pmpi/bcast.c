@@ -440,7 +440,8 @@ static int run_root(struct root_entry *e, uint64_t session, const void *buf, uin
 	a = sdn_mc_run_sender(e->fd, &e->group_sa, s, &B.io);
 	sdn_rb_sender_stats(s, &st);
 	B.tx.packets += st.packets, B.tx.repairs += st.repairs, B.tx.tail += st.tail;
-	B.tx.acks += st.acks, B.tx.ignored += st.ignored;
+	B.tx.acks += st.acks, B.tx.ignored += st.ignored, B.tx.cuts += st.cuts;
+	B.tx.ece_acks += st.ece_acks, B.tx.ecn_cuts += st.ecn_cuts;
 	if (a == SDN_RB_DONE) {
 		sdn_rb_sender_free(s);
 		return STATUS_OK;
@@ -480,7 +481,8 @@ static void run_leader(struct root_entry *e, uint64_t session, void *buf, uint64
 	sdn_mc_run_receiver(e->group_fd, e->ack_fd, &e->root_sa, r, status_arrived, req, &B.io);
 	sdn_rb_receiver_stats(r, &st);
 	B.rx.packets += st.packets, B.rx.duplicates += st.duplicates;
-	B.rx.ignored += st.ignored, B.rx.acks += st.acks;
+	B.rx.ignored += st.ignored, B.rx.acks += st.acks, B.rx.ce += st.ce;
+	B.rx.ece_acks += st.ece_acks;
 	sdn_rb_receiver_free(r);
 }
 
@@ -591,13 +593,17 @@ void sdn_bcast_finish(void)
 					 (unsigned long long)B.reasons[r]);
 	fprintf(stderr,
 		"sdnmpi: rank %d: bcast stats: replicated=%llu fallback[%s] sent=%llu "
-		"repairs=%llu tail=%llu acks_in=%llu received=%llu duplicates=%llu "
-		"ignored=%llu acks_out=%llu send_errors=%llu rcvbuf=%d\n",
+		"repairs=%llu tail=%llu acks_in=%llu cuts=%llu ece_in=%llu ecn_cuts=%llu "
+		"received=%llu duplicates=%llu ignored=%llu ect=%llu ce=%llu acks_out=%llu "
+		"ece_out=%llu send_errors=%llu rcvbuf=%d\n",
 		B.world_rank, (unsigned long long)B.replicated, reasons,
 		(unsigned long long)B.tx.packets, (unsigned long long)B.tx.repairs,
 		(unsigned long long)B.tx.tail, (unsigned long long)B.tx.acks,
-		(unsigned long long)B.rx.packets, (unsigned long long)B.rx.duplicates,
-		(unsigned long long)B.rx.ignored, (unsigned long long)B.rx.acks,
+		(unsigned long long)B.tx.cuts, (unsigned long long)B.tx.ece_acks,
+		(unsigned long long)B.tx.ecn_cuts, (unsigned long long)B.rx.packets,
+		(unsigned long long)B.rx.duplicates, (unsigned long long)B.rx.ignored,
+		(unsigned long long)B.io.ect_in, (unsigned long long)B.rx.ce,
+		(unsigned long long)B.rx.acks, (unsigned long long)B.rx.ece_acks,
 		(unsigned long long)B.io.send_errors, B.io.rcvbuf_got);
 	B.set.stats = 0;
 }

@@ -71,6 +71,7 @@ int sdn_mc_open_root(const char *local_ip, uint16_t *port, struct sdn_mc_counter
 	struct sockaddr_in me = {0};
 	socklen_t len = sizeof(me);
 	unsigned char loop = 0, ttl = 8;
+	int tos = SDN_MC_ECT0; /* DSCP 0 (best effort), ECN field ECT(0) */
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 
 	if (fd < 0)
@@ -85,6 +86,9 @@ int sdn_mc_open_root(const char *local_ip, uint16_t *port, struct sdn_mc_counter
 	if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop)) ||
 	    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl)))
 		goto fail;
+	/* ECN-capable: a switch port above its threshold marks CE instead of dropping at
+	 * its tail (refused: no ECN, the loss reaction remains). */
+	(void)setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
 	big_buffers(fd, c);
 	*port = ntohs(me.sin_port);
 	return fd;
@@ -121,6 +125,7 @@ int sdn_mc_open_leader(uint32_t group, uint16_t port, const char *iface_ip, int 
 	if (setsockopt(g, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    bind(g, (struct sockaddr *)&at, sizeof(at)) || join(g, group, iface_ip, IP_ADD_MEMBERSHIP))
 		goto fail;
+	(void)sdn_mc_want_tos(g); /* refused: no CE marks seen, the loss reaction remains */
 	big_buffers(g, c);
 	*group_fd = g;
 	*ack_fd = a;
@@ -131,6 +136,40 @@ fail:
 	if (a >= 0)
 		close(a);
 	return -1;
+}
+
+int sdn_mc_want_tos(int fd)
+{
+	int one = 1;
+
+	return setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)) ? -1 : 0;
+}
+
+ssize_t sdn_mc_recv_tos(int fd, void *buf, size_t cap, uint8_t *tos)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = {buf, cap};
+	struct msghdr msg = {0};
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = ctl.buf;
+	msg.msg_controllen = sizeof(ctl.buf);
+	*tos = 0;
+	n = recvmsg(fd, &msg, MSG_DONTWAIT);
+	if (n < 0)
+		return n;
+	/* IPv4 gives IP_TOS as one byte (ip_cmsg_recv_tos); never read beyond the data. */
+	for (cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
+		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS &&
+		    cm->cmsg_len >= CMSG_LEN(1))
+			*tos = *(const uint8_t *)CMSG_DATA(cm);
+	return n;
 }
 
 void sdn_mc_close(int fd, uint32_t group, const char *iface_ip)
@@ -224,16 +263,20 @@ enum sdn_rb_action sdn_mc_run_receiver(int group_fd, int ack_fd, const struct so
 				       struct sdn_rb_receiver *r, int (*stop)(void *),
 				       void *ctx, struct sdn_mc_counters *c)
 {
-	uint8_t buf[RECV_MAX], ack[SDNMPI_RBCAST_HDR_LEN];
+	uint8_t buf[RECV_MAX], ack[SDNMPI_RBCAST_HDR_LEN], tos;
 	enum sdn_rb_action a = SDN_RB_WAIT;
 	uint64_t wake, now;
 	ssize_t n;
 
-	(void)c;
 	for (;;) {
-		while ((n = recv(group_fd, buf, sizeof(buf), MSG_DONTWAIT)) >= 0 || errno == EINTR)
-			if (n >= 0 && a != SDN_RB_FAILED)
-				sdn_rb_receiver_on_data(r, sdn_mc_now_ns(), buf, (size_t)n);
+		while ((n = sdn_mc_recv_tos(group_fd, buf, sizeof(buf), &tos)) >= 0 ||
+		       errno == EINTR) {
+			if (n < 0 || a == SDN_RB_FAILED)
+				continue;
+			c->ect_in += (tos & SDN_MC_ECN_MASK) != 0;
+			sdn_rb_receiver_on_data(r, sdn_mc_now_ns(), buf, (size_t)n,
+						(tos & SDN_MC_ECN_MASK) == SDN_MC_CE);
+		}
 		now = sdn_mc_now_ns();
 		if (a != SDN_RB_FAILED)
 			while ((a = sdn_rb_receiver_poll(r, now, ack, &wake)) == SDN_RB_SEND)

@@ -49,6 +49,8 @@ struct sdn_rb_receiver {
 	uint32_t cum, top, received, since_ack; /* top: highest packet held + 1 */
 	uint64_t last_ack, last_new;
 	int ack_due, dup_due, final_left, complete, failed;
+	int ce_pending; /* a CE mark since the last ACK: the next one carries ECE */
+	int ece_sent;   /* the last ACK carried ECE (a congestion episode is on) */
 	struct sdn_rb_receiver_stats st;
 };
 
@@ -231,16 +233,18 @@ static void rtt_sample(struct sdn_rb_sender *s, uint64_t rtt)
 		s->rto = rto_cap(s);
 }
 
-/* Loss seen at packet seq: halve the window, once per window of data (a packet sent
- * after the last cut must be lost for the next one). */
-static void congestion(struct sdn_rb_sender *s, uint32_t seq)
+/* Congestion seen at packet seq (lost, or CE-marked at the latest there): halve the
+ * window, once per window of data (a packet sent after the last cut must be lost or
+ * marked for the next one).  1 if it cut. */
+static int congestion(struct sdn_rb_sender *s, uint32_t seq)
 {
 	if (seq < s->recover)
-		return;
+		return 0;
 	s->ssthresh = s->cwnd / 2 < CWND_MIN ? CWND_MIN : s->cwnd / 2;
 	s->cwnd = s->ssthresh;
 	s->recover = s->next_new;
 	s->st.cuts++;
+	return 1;
 }
 
 /* The slowest receiver moved from old to now: grow the window (slow start below
@@ -293,7 +297,7 @@ static void mark_missing(struct sdn_rb_sender *s, const struct rb_peer *r, uint6
 			continue;
 		if (seq < top && s->order[seq] < top_order &&
 		    elapsed(now, s->last_sent[seq]) >= s->p.repair_holdoff_ns) {
-			congestion(s, seq);
+			(void)congestion(s, seq);
 			mark_repair(s, seq);
 		} else if (elapsed(now, s->last_sent[seq] > r->progress_at ? s->last_sent[seq]
 									     : r->progress_at) >= s->rto) {
@@ -315,12 +319,41 @@ static int valid_ack(const struct sdn_rb_sender *s, const void *pkt, size_t len,
 	return 0;
 }
 
+/* The highest packet an ACK of cumulative ack cum and this (trimmed) bitmap shows
+ * held, in *top; 0 if it shows none. */
+static int top_shown(uint32_t cum, uint64_t bitmap, uint32_t *top)
+{
+	if (bitmap) {
+		*top = cum + 1 + (uint32_t)(63 - __builtin_clzll(bitmap));
+		return 1;
+	}
+	if (!cum)
+		return 0;
+	*top = cum - 1;
+	return 1;
+}
+
+/* An ACK with ECE: a packet this receiver took since its previous ACK was marked,
+ * so at the latest the highest packet the ACK shows.  A cut as for a loss at that
+ * packet, once per window: marks on packets sent before the last cut (the queue that
+ * cut already answers) cut nothing, as RFC 3168 reacts once per round trip.  An
+ * ECE ACK that shows no packet held (cum 0 and every packet it holds beyond the
+ * bitmap) is only counted: the mark cannot be placed. */
+static void echoed_ce(struct sdn_rb_sender *s, uint32_t cum, uint64_t bitmap)
+{
+	uint32_t top;
+
+	s->st.ece_acks++;
+	if (top_shown(cum, bitmap, &top) && congestion(s, top))
+		s->st.ecn_cuts++;
+}
+
 int sdn_rb_sender_on_ack(struct sdn_rb_sender *s, uint64_t now, const void *pkt, size_t len)
 {
 	struct sdnmpi_rbcast_hdr h;
 	struct rb_peer *r;
 	uint64_t bitmap;
-	uint32_t beyond;
+	uint32_t beyond, top;
 
 	if (valid_ack(s, pkt, len, &h)) {
 		s->st.ignored++;
@@ -339,16 +372,9 @@ int sdn_rb_sender_on_ack(struct sdn_rb_sender *s, uint64_t now, const void *pkt,
 	bitmap = beyond > SDNMPI_RBCAST_BITMAP_BITS ? h.ack_bitmap
 		 : beyond > 1 ? h.ack_bitmap & ((1ull << (beyond - 1)) - 1)
 			      : 0;
-	{
-		/* The highest packet this ACK shows: its round trip, if it was sent once. */
-		uint64_t top = bitmap ? (uint64_t)h.seq + 1 + (uint64_t)(63 - __builtin_clzll(bitmap))
-			       : (uint64_t)h.seq;
-		if (top > 0 && (bitmap || h.seq > r->cum)) {
-			uint32_t t = bitmap ? (uint32_t)top : h.seq - 1;
-			if (s->sends[t] == 1 && now >= s->last_sent[t])
-				rtt_sample(s, now - s->last_sent[t]);
-		}
-	}
+	if (top_shown(h.seq, bitmap, &top) && (bitmap || h.seq > r->cum) &&
+	    s->sends[top] == 1 && now >= s->last_sent[top])
+		rtt_sample(s, now - s->last_sent[top]); /* Karn: only a packet sent once */
 	if (h.seq > r->cum) {
 		r->cum = h.seq;
 		r->progress_at = now;
@@ -363,6 +389,8 @@ int sdn_rb_sender_on_ack(struct sdn_rb_sender *s, uint64_t now, const void *pkt,
 		if (s->min_cum > before)
 			s->progress_at = now;
 	}
+	if (h.flags & SDNMPI_RBCAST_FLAG_ECE)
+		echoed_ce(s, h.seq, bitmap);
 	if (h.seq < s->npackets)
 		mark_missing(s, r, now, h.seq, bitmap);
 	return 0;
@@ -492,6 +520,11 @@ void sdn_rb_sender_stats(const struct sdn_rb_sender *s, struct sdn_rb_sender_sta
 	*st = s->st;
 }
 
+double sdn_rb_sender_cwnd(const struct sdn_rb_sender *s)
+{
+	return s->cwnd;
+}
+
 /* -- receiver ------------------------------------------------------------------- */
 
 struct sdn_rb_receiver *sdn_rb_receiver_new(const struct sdn_rb_params *p, uint64_t session,
@@ -552,8 +585,18 @@ static int valid_data(const struct sdn_rb_receiver *r, const void *pkt, size_t l
 	return 0;
 }
 
+/* A valid packet arrived CE-marked: the next ACK echoes it, at once if it opens a
+ * congestion episode (see rbcast.h). */
+static void took_ce(struct sdn_rb_receiver *r)
+{
+	r->st.ce++;
+	if (!r->ece_sent)
+		r->ack_due = 1;
+	r->ce_pending = 1;
+}
+
 int sdn_rb_receiver_on_data(struct sdn_rb_receiver *r, uint64_t now, const void *pkt,
-			    size_t len)
+			    size_t len, int ce)
 {
 	struct sdnmpi_rbcast_hdr h;
 
@@ -561,6 +604,8 @@ int sdn_rb_receiver_on_data(struct sdn_rb_receiver *r, uint64_t now, const void 
 		r->st.ignored++;
 		return -1;
 	}
+	if (ce)
+		took_ce(r);
 	if (r->have[h.seq]) {
 		r->st.duplicates++;
 		r->dup_due = 1;
@@ -595,6 +640,7 @@ static void fill_ack(const struct sdn_rb_receiver *r, uint8_t ack[SDNMPI_RBCAST_
 	h.magic = SDNMPI_RBCAST_MAGIC;
 	h.version = SDNMPI_RBCAST_VERSION;
 	h.type = SDNMPI_RBCAST_TYPE_ACK;
+	h.flags = r->ce_pending ? SDNMPI_RBCAST_FLAG_ECE : 0;
 	h.session = r->session;
 	h.seq = r->cum;
 	h.npackets = r->npackets;
@@ -666,6 +712,9 @@ enum sdn_rb_action sdn_rb_receiver_poll(struct sdn_rb_receiver *r, uint64_t now,
 		if (r->complete && r->final_left > 0)
 			r->final_left--;
 		r->st.acks++;
+		r->st.ece_acks += (uint64_t)r->ce_pending;
+		r->ece_sent = r->ce_pending;
+		r->ce_pending = 0;
 		return SDN_RB_SEND;
 	}
 	if (r->complete && r->final_left == 0 && !r->dup_due)

@@ -15,7 +15,10 @@
  * params.rto_ns).  After that timeout without progress the slowest receiver's
  * first missing packet is sent again (the tail retransmit: it also reaches a
  * receiver whose every ACK was lost), the window drops to 2 and the timeout backs
- * off.  The sender
+ * off.  An ACK with ECE (a receiver saw a CE mark: a queue on the way is above
+ * its marking threshold, RFC 3168) is congestion as a loss is: the same halving,
+ * at most once per window of data, with nothing to repair; a path that bleaches
+ * ECT or never marks leaves the sender reacting to loss alone.  The sender
  * ends DONE when every receiver acked everything, FAILED when a receiver was
  * silent for params.send_dead_ns, a receiver aborted, or params.overall_ns passed.
  *
@@ -25,7 +28,13 @@
  * ACKs every params.ack_every new packets, at once when a packet opens a gap, on
  * a duplicate (at most once per repair_holdoff_ns), params.ack_interval_ns after
  * new packets that no ACK covered yet, and every 10 ack_interval_ns while nothing
- * moves, even before its first packet (the root learns it is alive).  Once every packet is in it is COMPLETE and sends its final ACK
+ * moves, even before its first packet (the root learns it is alive).  The caller
+ * passes each packet's CE mark (the IP header's ECN field, which the engine never
+ * sees); the next ACK carries ECE, and a mark that opens a congestion episode (the
+ * previous ACK carried no ECE) makes that ACK due at once, so ACK thinning delays
+ * the echo by at most one packet (later marks of the episode ride on the ACKs due
+ * anyway, every one with ECE; one per packet would multiply the ACKs to the root
+ * by ack_every exactly when its links are congested).  Once every packet is in it is COMPLETE and sends its final ACK
  * params.final_acks times, ack_interval_ns apart.  It FAILS when nothing new
  * arrived for params.recv_dead_ns; it then stays silent, so the root, whose dead
  * timeout is longer, fails too: a DONE sender implies every receiver COMPLETE.
@@ -84,7 +93,9 @@ struct sdn_rb_sender_stats {
 	uint64_t tail;      /* ... of which tail retransmits after rto_ns */
 	uint64_t acks;      /* valid ACKs taken */
 	uint64_t ignored;   /* packets refused by on_ack */
-	uint64_t cuts;      /* congestion window cuts (losses, one per window) */
+	uint64_t cuts;      /* congestion window cuts (losses or ECE, one per window) */
+	uint64_t ece_acks;  /* valid ACKs with ECE (a receiver saw a CE mark) */
+	uint64_t ecn_cuts;  /* ... cuts (of cuts) an ECE ACK made */
 };
 
 struct sdn_rb_receiver_stats {
@@ -92,6 +103,8 @@ struct sdn_rb_receiver_stats {
 	uint64_t duplicates; /* valid packets already held */
 	uint64_t ignored;    /* malformed or foreign packets */
 	uint64_t acks;       /* ACKs handed out */
+	uint64_t ce;         /* valid packets (new or duplicate) that arrived CE-marked */
+	uint64_t ece_acks;   /* ACKs handed out with ECE */
 };
 
 struct sdn_rb_sender;
@@ -120,6 +133,8 @@ enum sdn_rb_action sdn_rb_sender_poll(struct sdn_rb_sender *s, uint64_t now,
 /* Why it failed (and which receiver, or -1), and its counters. */
 enum sdn_rb_fail sdn_rb_sender_failure(const struct sdn_rb_sender *s, int32_t *receiver);
 void sdn_rb_sender_stats(const struct sdn_rb_sender *s, struct sdn_rb_sender_stats *st);
+/* The congestion window now, in packets (for tests and diagnostics). */
+double sdn_rb_sender_cwnd(const struct sdn_rb_sender *s);
 
 /* Receiver number index (0..nrecv-1) of buf[0..len), starting at now; NULL if
  * the parameters are bad or memory is short.  buf must outlive the receiver. */
@@ -127,10 +142,12 @@ struct sdn_rb_receiver *sdn_rb_receiver_new(const struct sdn_rb_params *p, uint6
 					    void *buf, uint64_t len, uint32_t index,
 					    uint64_t now);
 void sdn_rb_receiver_free(struct sdn_rb_receiver *r);
-/* Take one received datagram (DATA); 0 if new data was copied, 1 if it was a
- * valid duplicate, -1 if ignored (malformed, foreign, or after FAILED). */
+/* Take one received datagram (DATA); ce: non-zero if it arrived with CE in its IP
+ * header's ECN field (0 if the socket cannot tell).  0 if new data was copied, 1 if
+ * it was a valid duplicate, -1 if ignored (malformed, foreign, or after FAILED; its
+ * mark too). */
 int sdn_rb_receiver_on_data(struct sdn_rb_receiver *r, uint64_t now, const void *pkt,
-			    size_t len);
+			    size_t len, int ce);
 /* The next thing to do.  SEND fills ack[] (an ACK of SDNMPI_RBCAST_HDR_LEN
  * bytes); WAIT sets *wake_ns.  COMPLETE: done, but a later duplicate makes it
  * SEND again (the root may have lost every final ACK). */

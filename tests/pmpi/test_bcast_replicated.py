@@ -314,6 +314,9 @@ def test_replicated_without_loss(hosts: Hosts, built: Path, flavour: str) -> Non
     # every rank took part in replicated calls; the roots sent, h2's and h3's leaders received
     assert all(r["replicated"] > 0 for r in rows.values()), rows
     assert total(rows, "sent") > 0 and rows[2]["received"] > 0 and rows[3]["received"] > 0
+    # the datagrams crossed the bridge ECN-capable (ECT(0)); nothing marks them here
+    assert rows[2]["ect"] > 0 and rows[3]["ect"] > 0, rows
+    assert total(rows, "ce") == 0 and total(rows, "ecn_cuts") == 0, rows
     assert total(rows, "fb_datatype") > 0 and total(rows, "fb_failed") == 0, rows
     assert total(rows, "fb_intercomm") > 0, rows  # bcast_check's intercommunicator
 

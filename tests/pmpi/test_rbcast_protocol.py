@@ -1,12 +1,17 @@
 """The replicated broadcast's reliability engine (csrc/pmpi/rbcast.c), driven through
 ctypes over a lossy in-memory channel with a fake clock.
 
-Property: whatever the channel loses, duplicates or reorders, a run ends within a
-bounded number of steps and of simulated time, and either the sender is DONE and
-every receiver's buffer equals the source byte for byte, or the sender is FAILED
-(the library then falls back to PMPI_Bcast).  A receiver never writes outside its
-buffer, whatever it is sent.  The packet header is defined once
-(csrc/include/sdnmpi/rbcast.h) and checked from both sides with sdnmpi.wire.rbcast.
+Property: whatever the channel loses, duplicates, reorders or marks CE (as a switch
+port above its ECN threshold does), a run ends within a bounded number of steps and
+of simulated time, and either the sender is DONE and every receiver's buffer equals
+the source byte for byte, or the sender is FAILED (the library then falls back to
+PMPI_Bcast).  The congestion window is cut at most once per window of data (the ACK
+behind each cut shows a packet sent after the previous cut or timeout), CE marks cut
+it without any loss, and without marks no ACK carries ECE.  A receiver never writes
+outside its buffer, whatever it is sent.  The packet header is defined once
+(csrc/include/sdnmpi/rbcast.h) and checked from both sides with sdnmpi.wire.rbcast;
+the sockets' ECN (ECT(0) sent, CE seen and echoed) by csrc/pmpi/tests/test_mcast.c
+over loopback.
 """
 
 from __future__ import annotations
@@ -61,6 +66,18 @@ class Packet(ctypes.Structure):
     ]
 
 
+SENDER_STATS = ("packets", "repairs", "tail", "acks", "ignored", "cuts", "ece_acks", "ecn_cuts")
+RECEIVER_STATS = ("packets", "duplicates", "ignored", "acks", "ce", "ece_acks")
+
+
+class SenderStats(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in SENDER_STATS]
+
+
+class ReceiverStats(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in RECEIVER_STATS]
+
+
 class CHeader(ctypes.Structure):
     _fields_ = [
         ("magic", ctypes.c_uint32),
@@ -88,10 +105,13 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
         "sdn_rb_sender_poll": (ctypes.c_int, [vp, u64, ctypes.POINTER(Packet), pu64]),
         "sdn_rb_receiver_new": (vp, [ctypes.POINTER(Params), u64, vp, u64, u32, u64]),
         "sdn_rb_receiver_free": (None, [vp]),
-        "sdn_rb_receiver_on_data": (ctypes.c_int, [vp, u64, ctypes.c_char_p, sz]),
+        "sdn_rb_receiver_on_data": (ctypes.c_int, [vp, u64, ctypes.c_char_p, sz, ctypes.c_int]),
         "sdn_rb_receiver_poll": (ctypes.c_int, [vp, u64, ctypes.c_char_p, pu64]),
         "sdn_rb_receiver_complete": (ctypes.c_int, [vp]),
         "sdn_rb_decode": (ctypes.c_int, [ctypes.c_char_p, sz, ctypes.POINTER(CHeader)]),
+        "sdn_rb_sender_stats": (None, [vp, ctypes.POINTER(SenderStats)]),
+        "sdn_rb_receiver_stats": (None, [vp, ctypes.POINTER(ReceiverStats)]),
+        "sdn_rb_sender_cwnd": (ctypes.c_double, [vp]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -128,7 +148,8 @@ def lib(rbcast_build: Path) -> ctypes.CDLL:
 class Loss:
     """What the channel does: ``kind`` none, blackout (every DATA copy to receiver
     ``who``), acks (every ACK), first (the first ``n`` DATA copies), random (shares
-    ``p_data`` and ``p_ack``); plus duplicates and a delay jitter that reorders."""
+    ``p_data`` and ``p_ack``); plus duplicates, a delay jitter that reorders, and a
+    share ``p_ce`` of the DATA copies delivered CE-marked."""
 
     kind: str
     who: int = 0
@@ -146,6 +167,7 @@ class Loss:
     #: not get a core), and its later ACKs wait behind it (in order).
     stall_ns: int = 0
     p_stall: float = 0.0
+    p_ce: float = 0.0
 
 
 class Guarded:
@@ -177,6 +199,62 @@ class Outcome:
     delivered: bool
     guards: bool
     repairs: int
+    sender: dict[str, int]
+    marks: int  # CE-marked DATA copies the receivers took (their stats' ce)
+    ece_out: int  # ACKs the receivers sent with ECE
+    cwnd: float  # the sender's congestion window at the end
+    early_cuts: list[tuple[int, int]]  # (packet the ACK showed, recover): must be empty
+
+
+def _stats(lib: ctypes.CDLL, sender: int) -> SenderStats:
+    st = SenderStats()
+    lib.sdn_rb_sender_stats(sender, ctypes.byref(st))
+    return st
+
+
+def top_shown(ack: bytes) -> int:
+    """The highest packet an ACK shows held (the engine's reading: the bitmap cut at the
+    last packet), or -1.
+
+    >>> top_shown(wire.encode(wire.Header(wire.TYPE_ACK, 1, seq=4, npackets=9, total_len=9)))
+    3
+    >>> top_shown(wire.encode(wire.Header(wire.TYPE_ACK, 1, 4, 9, 9, ack_bitmap=0b1100)))
+    8
+    """
+    h = wire.decode(ack)
+    beyond = h.npackets - h.seq
+    keep = (1 << max(beyond - 1, 0)) - 1  # bits of packets that exist
+    bitmap = h.ack_bitmap if beyond > wire.BITMAP_BITS else h.ack_bitmap & keep
+    if bitmap:
+        return h.seq + bitmap.bit_length()
+    return h.seq - 1
+
+
+class WindowCheck:
+    """Follows the sender from outside: every cut must come from an ACK that shows a
+    packet sent after the previous cut or timeout (``recover``: the packets first
+    sent by then), the engine's once-per-window rule for losses and CE marks alike."""
+
+    def __init__(self, lib: ctypes.CDLL, sender: int) -> None:
+        self.lib, self.sender = lib, sender
+        self.next_new = self.recover = self.cuts = self.tail = 0
+        self.early: list[tuple[int, int]] = []
+
+    def sent(self, repair: int) -> None:
+        if not repair:
+            self.next_new += 1
+            return
+        tail = _stats(self.lib, self.sender).tail
+        if tail > self.tail:
+            self.tail, self.recover = tail, self.next_new
+
+    def acked(self, ack: bytes) -> None:
+        cuts = _stats(self.lib, self.sender).cuts
+        if cuts > self.cuts:
+            top = top_shown(ack)
+            if top < self.recover:
+                self.early.append((top, self.recover))
+            self.cuts, self.recover = cuts, self.next_new
 
 
 def simulate(
@@ -223,19 +301,23 @@ def simulate(
 
     out, wake, ack = Packet(), ctypes.c_uint64(), ctypes.create_string_buffer(wire.HDR_LEN)
     now, steps, end = 0, 0, WAIT
+    window = WindowCheck(lib, sender)
     try:
         while steps < MAX_STEPS:
             steps += 1
             while (end := lib.sdn_rb_sender_poll(sender, now, out, ctypes.byref(wake))) == SEND:
                 pkt = bytes(out.hdr) + ctypes.string_at(out.payload, out.payload_len)
                 counter["repairs"] += out.repair
+                window.sent(out.repair)
                 leaves = now
                 if loss.rate_bps:
                     leaves = max(now, counter["link_free"]) + len(pkt) * 8 * 10**9 // loss.rate_bps
                     counter["link_free"] = leaves
                 for i in range(nrecv):
                     if not drop_data(i):
-                        push(leaves, i, pkt)
+                        # the mark rides with the copy (the CE bit of its IP header)
+                        marked = loss.p_ce > 0 and rng.random() < loss.p_ce
+                        push(leaves, i, pkt + (b"\x01" if marked else b"\x00"))
             if end in (DONE, FAILED):
                 break
             nxt = wake.value
@@ -253,13 +335,31 @@ def simulate(
                 _, _, dest, pkt = heapq.heappop(heap)
                 if dest < -1:  # an ACK of receiver -2 - dest
                     lib.sdn_rb_sender_on_ack(sender, now, pkt, len(pkt))
+                    window.acked(pkt)
                 else:
-                    lib.sdn_rb_receiver_on_data(recv[dest], now, pkt, len(pkt))
+                    data, ce = pkt[:-1], pkt[-1]
+                    lib.sdn_rb_receiver_on_data(recv[dest], now, data, len(data), ce)
         delivered = all(lib.sdn_rb_receiver_complete(r) for r in recv) and all(
             d.data() == src for d in dst
         )
         guards = source.guards_intact() and all(d.guards_intact() for d in dst)
-        return Outcome(end, steps, now, delivered, guards, counter["repairs"])
+        rstats = [ReceiverStats() for _ in recv]
+        for r, rs in zip(recv, rstats, strict=True):
+            lib.sdn_rb_receiver_stats(r, ctypes.byref(rs))
+        st = _stats(lib, sender)
+        return Outcome(
+            end,
+            steps,
+            now,
+            delivered,
+            guards,
+            counter["repairs"],
+            {name: getattr(st, name) for name in SENDER_STATS},
+            sum(rs.ce for rs in rstats),
+            sum(rs.ece_acks for rs in rstats),
+            lib.sdn_rb_sender_cwnd(sender),
+            window.early,
+        )
     finally:
         lib.sdn_rb_sender_free(sender)
         for r in recv:
@@ -300,6 +400,7 @@ def scenarios(draw: st.DrawFn) -> tuple[int, int, Loss, int, int, int, int]:
         loss.p_ack,
         draw(st.sampled_from([0.0, 0.0, 0.05, 0.3])),
         draw(JITTER),
+        draw(st.sampled_from([0.0, 0.0, 0.02, 0.3, 1.0])),
     )
     payload = draw(st.sampled_from([1400, 1400, 512, 64]) if size <= 64 * 1024 else st.just(1400))
     window = draw(st.sampled_from([1, 4, 128, 256]))
@@ -316,8 +417,14 @@ def test_every_run_ends_delivered_or_failed(lib: ctypes.CDLL, scenario: Any) -> 
     event(f"{loss.kind}: {'DONE' if o.end == DONE else 'FAILED'}")
     assert o.steps < MAX_STEPS and o.now <= OVERALL_NS + 10 * MS, o
     assert o.guards, o
+    assert not o.early_cuts, o
     if o.end == DONE:
         assert o.delivered, o
+    if loss.p_ce == 0:  # nothing marked (or a path that bleaches ECT): loss alone
+        assert o.marks == 0 and o.ece_out == 0 and o.sender["ece_acks"] == 0, o
+    assert o.sender["ecn_cuts"] <= o.sender["ece_acks"], o
+    if loss.p_dup == 0:
+        assert o.sender["ece_acks"] <= o.ece_out, o
     if loss.kind == "none":
         assert o.end == DONE, o
     if loss.kind == "blackout" and size > 0:
@@ -373,6 +480,36 @@ def test_a_queued_window_is_not_repaired(lib: ctypes.CDLL, lag_ms: int, p_stall:
     assert o.repairs == 0, o
 
 
+def test_ce_marks_cut_the_window_without_loss(lib: ctypes.CDLL) -> None:
+    """The same transfer on a lossless channel, unmarked and with 5 % of the copies CE:
+    both deliver every byte with nothing repaired; the marks alone cut the window (each
+    cut an ECN cut, each from an ACK beyond the previous cut) and leave it smaller,
+    which costs round trips; unmarked, no ACK carries ECE and the window reaches its
+    cap."""
+    src = random.Random(5).randbytes(1 << 20)
+    clean = simulate(lib, make_params(lib), src, 4, Loss("none"), seed=3)
+    marked = simulate(lib, make_params(lib), src, 4, Loss("none", p_ce=0.05), seed=3)
+    for o in (clean, marked):
+        assert o.end == DONE and o.delivered and o.guards and o.repairs == 0, o
+        assert not o.early_cuts, o
+    assert clean.sender["cuts"] == clean.sender["ece_acks"] == clean.marks == 0, clean
+    assert clean.cwnd == 128, clean
+    assert marked.marks > 0 and marked.ece_out > 0, marked
+    assert 0 < marked.sender["ecn_cuts"] == marked.sender["cuts"], marked
+    assert marked.cwnd < clean.cwnd, (marked.cwnd, clean.cwnd)
+    assert marked.now > clean.now, (marked.now, clean.now)
+
+
+def test_loss_and_marks_together_are_repaired(lib: ctypes.CDLL) -> None:
+    """Loss and CE marks on the same path: every byte delivered, both reactions used,
+    still at most one cut per window."""
+    src = random.Random(6).randbytes(1 << 20)
+    loss = Loss("random", p_data=0.03, p_ack=0.03, p_ce=0.1, jitter_ns=MS)
+    o = simulate(lib, make_params(lib), src, 4, loss, seed=4)
+    assert o.end == DONE and o.delivered and o.repairs > 0, o
+    assert 0 < o.sender["ecn_cuts"] < o.sender["cuts"] and not o.early_cuts, o
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     junk=st.lists(st.binary(max_size=1600), max_size=20),
@@ -394,7 +531,7 @@ def test_hostile_packets_never_write_outside(
             if off < len(mutated):
                 mutated[off] = value
         for pkt in [*junk, bytes(mutated), bytes(mutated[:cut])]:
-            assert lib.sdn_rb_receiver_on_data(r, 1, pkt, len(pkt)) in (-1, 0, 1)
+            assert lib.sdn_rb_receiver_on_data(r, 1, pkt, len(pkt), 1) in (-1, 0, 1)
             assert lib.sdn_rb_sender_on_ack(s, 1, pkt, len(pkt)) in (-1, 0)
         assert buf.guards_intact()
     finally:
@@ -491,6 +628,50 @@ def test_python_encoding_decodes_in_c(
     assert lib.sdn_rb_decode(raw[:-1], len(raw) - 1, ctypes.byref(c)) == -1
 
 
+def test_ece_from_both_sides(lib: ctypes.CDLL) -> None:
+    """A C receiver's ACK after a CE-marked packet decodes in Python with FLAG_ECE (and
+    not ABORT); an ECE ACK built in Python halves a C sender's window."""
+    params = make_params(lib)
+    size = 10 * 1400
+    buf = Guarded(bytes(size), 0)
+    r = lib.sdn_rb_receiver_new(ctypes.byref(params), 5, buf.ptr, size, 0, 0)
+    s = lib.sdn_rb_sender_new(ctypes.byref(params), 5, buf.ptr, size, 1, 0)
+    ack, wake, out = ctypes.create_string_buffer(wire.HDR_LEN), ctypes.c_uint64(), Packet()
+    try:
+        assert lib.sdn_rb_receiver_poll(r, 0, ack, ctypes.byref(wake)) == SEND  # hello
+        assert wire.decode(ack.raw).flags == 0
+        pkt = wire.encode(wire.Header(wire.TYPE_DATA, 5, 0, 10, size, payload_len=1400))
+        assert lib.sdn_rb_receiver_on_data(r, 1, pkt + bytes(1400), wire.HDR_LEN + 1400, 1) == 0
+        assert lib.sdn_rb_receiver_poll(r, 1, ack, ctypes.byref(wake)) == SEND
+        h = wire.decode(ack.raw)
+        assert h.flags == wire.FLAG_ECE and not h.flags & wire.FLAG_ABORT and h.seq == 1
+        while lib.sdn_rb_sender_poll(s, 0, out, ctypes.byref(wake)) == SEND:
+            pass
+        before = lib.sdn_rb_sender_cwnd(s)
+        ece = wire.encode(wire.Header(wire.TYPE_ACK, 5, 1, 10, size, flags=wire.FLAG_ECE))
+        assert lib.sdn_rb_sender_on_ack(s, 2, ece, len(ece)) == 0
+        assert lib.sdn_rb_sender_cwnd(s) == (before + 1) / 2  # slow start +1, then halved
+        st = _stats(lib, s)
+        assert (st.ece_acks, st.ecn_cuts, st.cuts, st.repairs) == (1, 1, 1, 0)
+    finally:
+        lib.sdn_rb_receiver_free(r)
+        lib.sdn_rb_sender_free(s)
+
+
+def test_mcast_sockets_send_ect0_and_echo_ce(rbcast_build: Path) -> None:
+    """csrc/pmpi/tests/test_mcast.c over loopback: ECT(0) on the root's datagrams, CE
+    seen by a leader's socket, and whole transfers plain and CE-marked (no root)."""
+    run = subprocess.run(
+        [str(rbcast_build / "test_mcast")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip().endswith(", 0 failures"), run.stdout
+
+
 def test_python_built_packets_drive_the_c_engine(lib: ctypes.CDLL) -> None:
     """A DATA packet built in Python lands in a C receiver; a Python ACK completes a C sender."""
     params, payload = make_params(lib), bytes(range(100))
@@ -499,7 +680,7 @@ def test_python_built_packets_drive_the_c_engine(lib: ctypes.CDLL) -> None:
     s = lib.sdn_rb_sender_new(ctypes.byref(params), 5, buf.ptr, 100, 1, 0)
     try:
         pkt = wire.encode(wire.Header(wire.TYPE_DATA, 5, 0, 1, 100, payload_len=100)) + payload
-        assert lib.sdn_rb_receiver_on_data(r, 1, pkt, len(pkt)) == 0
+        assert lib.sdn_rb_receiver_on_data(r, 1, pkt, len(pkt), 0) == 0
         assert buf.data() == payload and lib.sdn_rb_receiver_complete(r)
         ack = wire.encode(wire.Header(wire.TYPE_ACK, 5, 1, 1, 100))
         out, wake = Packet(), ctypes.c_uint64()

@@ -12,7 +12,9 @@
  *     4    1 version      1
  *     5    1 type         1 DATA, 2 ACK
  *     6    2 flags        DATA: bit 0 REPAIR (a retransmission);
- *                         ACK: bit 0 ABORT (this receiver cannot take part)
+ *                         ACK: bit 0 ABORT (this receiver cannot take part),
+ *                              bit 1 ECE (a DATA packet arrived CE-marked since
+ *                              this receiver's previous ACK: congestion, RFC 3168)
  *     8    8 session      one broadcast call (the root's choice; stale calls differ)
  *    16    4 seq          DATA: packet index 0..npackets-1;
  *                         ACK: cumulative ack, the number of leading packets held
@@ -29,6 +31,12 @@
  * header: every integer "#define SDNMPI_RBCAST_<NAME>" equals its constant <NAME>
  * (tests/pmpi/test_rbcast_protocol.py), and packets encoded on either side decode
  * on the other.  Plain C: <stdint.h> and <string.h> only.
+ *
+ * ECE came after version 1's first release without a version change: a sender reads
+ * only the ACK flags it knows (an older root ignores ECE and keeps reacting to loss
+ * alone), DATA packets are unchanged (ECN lives in the IP header, not here), and an
+ * older receiver never sets ECE, which leaves a newer root where it was.  Unknown
+ * flag bits are ignored on both sides, never rejected.
  */
 #ifndef SDNMPI_RBCAST_H
 #define SDNMPI_RBCAST_H
@@ -43,6 +51,7 @@
 #define SDNMPI_RBCAST_TYPE_ACK 2
 #define SDNMPI_RBCAST_FLAG_REPAIR 0x1
 #define SDNMPI_RBCAST_FLAG_ABORT 0x1
+#define SDNMPI_RBCAST_FLAG_ECE 0x2
 #define SDNMPI_RBCAST_HDR_LEN 48
 #define SDNMPI_RBCAST_BITMAP_BITS 64
 #define SDNMPI_RBCAST_DEFAULT_PAYLOAD 1400

@@ -27,6 +27,8 @@ static int failures, checks;
 /* A drop rule: returns 1 to drop the n-th DATA copy to receiver r (or the n-th ACK
  * from r when ack is 1). */
 typedef int (*drop_fn)(int ack, uint32_t r, uint64_t n, uint32_t seq);
+/* A marking rule: returns 1 if packet seq reaches receiver r CE-marked. */
+typedef int (*mark_fn)(uint32_t r, uint32_t seq);
 
 struct sim {
 	struct sdn_rb_sender *s;
@@ -34,6 +36,7 @@ struct sim {
 	uint8_t *src, *dst[MAXR];
 	uint32_t nrecv;
 	uint64_t len, now, data_n, ack_n;
+	mark_fn mark; /* NULL: nothing marked */
 	enum sdn_rb_action end;
 };
 
@@ -100,7 +103,8 @@ static void sim_run(struct sim *m, drop_fn drop, uint64_t max_steps)
 			for (uint32_t i = 0; i < m->nrecv; i++)
 				if (!drop || !drop(0, i, m->data_n++, out.seq))
 					sdn_rb_receiver_on_data(m->r[i], m->now, pkt,
-								SDNMPI_RBCAST_HDR_LEN + out.payload_len);
+								SDNMPI_RBCAST_HDR_LEN + out.payload_len,
+								m->mark && m->mark(i, out.seq));
 			next = m->now;
 		}
 		for (uint32_t i = 0; i < m->nrecv; i++) {
@@ -334,15 +338,15 @@ static void test_hostile_packets(void)
 	for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
 		memcpy(bad, pkt, n);
 		put_u(bad, edits[i].off, edits[i].value, edits[i].size);
-		CHECK(sdn_rb_receiver_on_data(r, 1, bad, n) == -1);
+		CHECK(sdn_rb_receiver_on_data(r, 1, bad, n, 0) == -1);
 	}
-	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, n - 1) == -1);
-	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, 10) == -1);
-	CHECK(sdn_rb_receiver_on_data(r, 1, NULL, 0) == -1);
+	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, n - 1, 0) == -1);
+	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, 10, 0) == -1);
+	CHECK(sdn_rb_receiver_on_data(r, 1, NULL, 0, 0) == -1);
 	for (size_t i = 0; i < 3000; i++)
 		CHECK(dst[i] == 0);
-	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, n) == 0);
-	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, n) == 1);
+	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, n, 0) == 0);
+	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, n, 0) == 1);
 	CHECK(dst[0] == 0x42 && dst[1399] == 0x42 && dst[1400] == 0);
 	CHECK(guards_intact(dst, 3000, 0x5A));
 	/* An ACK is not DATA, and DATA is not an ACK. */
@@ -370,7 +374,7 @@ static void test_final_acks(void)
 	CHECK(sdn_rb_sender_poll(s, 0, &out, &wake) == SDN_RB_SEND);
 	memcpy(pkt, out.hdr, SDNMPI_RBCAST_HDR_LEN);
 	memcpy(pkt + SDNMPI_RBCAST_HDR_LEN, out.payload, out.payload_len);
-	CHECK(sdn_rb_receiver_on_data(r, 0, pkt, SDNMPI_RBCAST_HDR_LEN + 100) == 0);
+	CHECK(sdn_rb_receiver_on_data(r, 0, pkt, SDNMPI_RBCAST_HDR_LEN + 100, 0) == 0);
 	for (int i = 0; i < 10; i++, t += p.ack_interval_ns) {
 		enum sdn_rb_action a = sdn_rb_receiver_poll(r, t, ack, &wake);
 		acks += a == SDN_RB_SEND;
@@ -379,7 +383,7 @@ static void test_final_acks(void)
 	}
 	CHECK(acks == (int)p.final_acks);
 	CHECK(sdn_rb_receiver_poll(r, t, ack, &wake) == SDN_RB_COMPLETE);
-	CHECK(sdn_rb_receiver_on_data(r, t, pkt, SDNMPI_RBCAST_HDR_LEN + 100) == 1);
+	CHECK(sdn_rb_receiver_on_data(r, t, pkt, SDNMPI_RBCAST_HDR_LEN + 100, 0) == 1);
 	CHECK(sdn_rb_receiver_poll(r, t + p.repair_holdoff_ns, ack, &wake) == SDN_RB_SEND);
 	CHECK(sdn_rb_sender_on_ack(s, t, ack, sizeof(ack)) == 0);
 	CHECK(sdn_rb_sender_poll(s, t, &out, &wake) == SDN_RB_DONE);
@@ -395,11 +399,14 @@ static void test_final_acks(void)
 	sdn_rb_receiver_free(r);
 }
 
-/* An ACK of receiver 0 of session 7: cum and the bitmap of the packets after it. */
-static void ack_of(uint64_t len, uint32_t cum, uint64_t bitmap, uint8_t ack[SDNMPI_RBCAST_HDR_LEN])
+/* An ACK of receiver 0 of session 7 with these flags: cum and the bitmap of the
+ * packets after it. */
+static void ack_flags(uint64_t len, uint32_t cum, uint64_t bitmap, uint16_t flags,
+		      uint8_t ack[SDNMPI_RBCAST_HDR_LEN])
 {
 	struct sdnmpi_rbcast_hdr h = {0};
 
+	h.flags = flags;
 	h.magic = SDNMPI_RBCAST_MAGIC;
 	h.version = SDNMPI_RBCAST_VERSION;
 	h.type = SDNMPI_RBCAST_TYPE_ACK;
@@ -409,6 +416,11 @@ static void ack_of(uint64_t len, uint32_t cum, uint64_t bitmap, uint8_t ack[SDNM
 	h.total_len = len;
 	h.ack_bitmap = bitmap;
 	sdnmpi_rbcast_encode(&h, ack);
+}
+
+static void ack_of(uint64_t len, uint32_t cum, uint64_t bitmap, uint8_t ack[SDNMPI_RBCAST_HDR_LEN])
+{
+	ack_flags(len, cum, bitmap, 0, ack);
 }
 
 /* The congestion window and the timeout: 10 packets at first, slow start on ACKs,
@@ -456,12 +468,189 @@ static void test_congestion(void)
 	sdn_rb_sender_free(s);
 }
 
+/* DATA packet seq of a 1 MiB broadcast of session 7 (payload zeros) into pkt; its
+ * length. */
+static size_t data_of(uint32_t seq, uint8_t *pkt)
+{
+	struct sdnmpi_rbcast_hdr h = {0};
+	uint64_t len = 1 << 20;
+
+	h.magic = SDNMPI_RBCAST_MAGIC;
+	h.version = SDNMPI_RBCAST_VERSION;
+	h.type = SDNMPI_RBCAST_TYPE_DATA;
+	h.session = 7;
+	h.seq = seq;
+	h.npackets = sdn_rb_npackets(len, 1400);
+	h.total_len = len;
+	h.payload_len = 1400;
+	sdnmpi_rbcast_encode(&h, pkt);
+	memset(pkt + SDNMPI_RBCAST_HDR_LEN, 0, 1400);
+	return SDNMPI_RBCAST_HDR_LEN + 1400;
+}
+
+/* Feed packets lo..hi-1 (CE-marked if ce) to r at t; then what poll does, the ACK's
+ * flags in *flags (0 if it sent none). */
+static enum sdn_rb_action feed(struct sdn_rb_receiver *r, uint64_t t, uint32_t lo, uint32_t hi,
+			       int ce, uint16_t *flags)
+{
+	uint8_t pkt[SDNMPI_RBCAST_HDR_LEN + 1400], ack[SDNMPI_RBCAST_HDR_LEN];
+	struct sdnmpi_rbcast_hdr h;
+	enum sdn_rb_action a;
+	uint64_t wake;
+
+	for (uint32_t seq = lo; seq < hi; seq++)
+		CHECK(sdn_rb_receiver_on_data(r, t, pkt, data_of(seq, pkt), ce) == 0);
+	a = sdn_rb_receiver_poll(r, t, ack, &wake);
+	*flags = 0;
+	if (a == SDN_RB_SEND && sdn_rb_decode(ack, sizeof(ack), &h) == 0)
+		*flags = h.flags;
+	return a;
+}
+
+/* Receiver: a CE mark is echoed (ECE) on the next ACK, at once when it opens an
+ * episode (the previous ACK had no ECE), on the ACK due anyway within one; an ACK
+ * without ECE ends the episode.  Marks on ignored packets count nothing. */
+static void test_ecn_receiver(void)
+{
+	static uint8_t dst[1 << 20];
+	uint8_t pkt[SDNMPI_RBCAST_HDR_LEN + 1400], ack[SDNMPI_RBCAST_HDR_LEN];
+	struct sdn_rb_receiver_stats st;
+	struct sdn_rb_params p;
+	struct sdn_rb_receiver *r;
+	uint16_t flags;
+	uint64_t wake;
+	size_t n;
+
+	sdn_rb_params_default(&p);
+	r = sdn_rb_receiver_new(&p, 7, dst, sizeof(dst), 0, 0);
+	CHECK(sdn_rb_receiver_poll(r, 0, ack, &wake) == SDN_RB_SEND); /* hello */
+	CHECK(feed(r, 1, 0, 1, 0, &flags) == SDN_RB_WAIT);             /* thinned */
+	CHECK(feed(r, 1, 1, 2, 1, &flags) == SDN_RB_SEND && flags == SDNMPI_RBCAST_FLAG_ECE);
+	CHECK(feed(r, 1, 2, 3, 1, &flags) == SDN_RB_WAIT); /* the episode is on: thinned */
+	CHECK(feed(r, 1, 3, 17, 0, &flags) == SDN_RB_WAIT);
+	CHECK(feed(r, 1, 17, 18, 0, &flags) == SDN_RB_SEND && flags == SDNMPI_RBCAST_FLAG_ECE);
+	CHECK(feed(r, 1, 18, 34, 0, &flags) == SDN_RB_SEND && flags == 0); /* episode over */
+	CHECK(feed(r, 1, 34, 35, 1, &flags) == SDN_RB_SEND && flags == SDNMPI_RBCAST_FLAG_ECE);
+	/* A foreign or malformed packet's mark is no congestion of ours. */
+	n = data_of(36, pkt);
+	pkt[SDNMPI_RBCAST_OFF_SESSION] ^= 1;
+	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, n, 1) == -1);
+	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, 10, 1) == -1);
+	CHECK(feed(r, 1, 35, 36, 0, &flags) == SDN_RB_WAIT);
+	/* A marked duplicate (a repair that queued) is congestion too; the episode is
+	 * still on (the last ACK had ECE), so it rides on the duplicate's ACK. */
+	CHECK(sdn_rb_receiver_on_data(r, 1, pkt, data_of(0, pkt), 1) == 1);
+	CHECK(sdn_rb_receiver_poll(r, 1, ack, &wake) == SDN_RB_WAIT);
+	CHECK(sdn_rb_receiver_poll(r, 1 + p.repair_holdoff_ns, ack, &wake) == SDN_RB_SEND);
+	CHECK(ack[SDNMPI_RBCAST_OFF_FLAGS] == SDNMPI_RBCAST_FLAG_ECE);
+	sdn_rb_receiver_stats(r, &st);
+	CHECK(st.ce == 4 && st.ece_acks == 4 && st.ignored == 2);
+	sdn_rb_receiver_free(r);
+}
+
+/* Sender: an ECE ACK halves the window once per window of data (a mark on a packet
+ * sent before the last cut cuts nothing), repairs nothing, and is counted; the same
+ * ACKs without ECE leave the window growing. */
+static void test_ecn_sender(void)
+{
+	static uint8_t buf[1 << 20];
+	struct sdn_rb_params p;
+	struct sdn_rb_packet out;
+	struct sdn_rb_sender_stats st;
+	struct sdn_rb_sender *s[2];
+	uint8_t ack[SDNMPI_RBCAST_HDR_LEN];
+	uint64_t wake, t;
+	double before;
+	int sent;
+
+	sdn_rb_params_default(&p);
+	for (int ece = 0; ece < 2; ece++) {
+		uint16_t f = ece ? SDNMPI_RBCAST_FLAG_ECE : 0;
+		s[ece] = sdn_rb_sender_new(&p, 7, buf, sizeof(buf), 1, 0);
+		while (sdn_rb_sender_poll(s[ece], 0, &out, &wake) == SDN_RB_SEND)
+			;
+		t = 20 * MS;
+		ack_of(sizeof(buf), 10, 0, ack); /* slow start: 20 */
+		CHECK(sdn_rb_sender_on_ack(s[ece], t, ack, sizeof(ack)) == 0);
+		while (sdn_rb_sender_poll(s[ece], t, &out, &wake) == SDN_RB_SEND)
+			; /* packets 10..29 */
+		/* Packets up to 19 in, one marked: the window would be 30, it is 15; nothing
+		 * is repaired, 5 new packets go (the slowest receiver at 20, 30 sent). */
+		t += 20 * MS;
+		ack_flags(sizeof(buf), 20, 0, f, ack);
+		CHECK(sdn_rb_sender_on_ack(s[ece], t, ack, sizeof(ack)) == 0);
+		CHECK(sdn_rb_sender_cwnd(s[ece]) == (ece ? 15.0 : 30.0));
+		sent = 0;
+		while (sdn_rb_sender_poll(s[ece], t, &out, &wake) == SDN_RB_SEND) {
+			CHECK(!out.repair);
+			sent++;
+		}
+		CHECK(sent == (ece ? 5 : 20));
+		/* Marks on packets up to 28, all sent before the cut (at 30): no second cut. */
+		before = sdn_rb_sender_cwnd(s[ece]);
+		ack_flags(sizeof(buf), 29, 0, f, ack);
+		CHECK(sdn_rb_sender_on_ack(s[ece], t + MS, ack, sizeof(ack)) == 0);
+		CHECK(sdn_rb_sender_cwnd(s[ece]) > before);
+		/* A mark on packet 30, sent after the cut: the second cut. */
+		before = sdn_rb_sender_cwnd(s[ece]);
+		ack_flags(sizeof(buf), 31, 0, f, ack);
+		CHECK(sdn_rb_sender_on_ack(s[ece], t + 2 * MS, ack, sizeof(ack)) == 0);
+		CHECK(ece ? sdn_rb_sender_cwnd(s[ece]) < before / 2 + 1
+			  : sdn_rb_sender_cwnd(s[ece]) > before);
+		sdn_rb_sender_stats(s[ece], &st);
+		CHECK(st.ece_acks == (ece ? 3u : 0u) && st.ecn_cuts == (ece ? 2u : 0u));
+		CHECK(st.cuts == st.ecn_cuts && st.repairs == 0);
+	}
+	CHECK(sdn_rb_sender_cwnd(s[1]) < sdn_rb_sender_cwnd(s[0]));
+	/* An ECE ACK that shows no packet held is counted, cuts nothing. */
+	ack_flags(sizeof(buf), 0, 0, SDNMPI_RBCAST_FLAG_ECE, ack);
+	before = sdn_rb_sender_cwnd(s[0]);
+	CHECK(sdn_rb_sender_on_ack(s[0], t + 3 * MS, ack, sizeof(ack)) == 0);
+	sdn_rb_sender_stats(s[0], &st);
+	CHECK(st.ece_acks == 1 && st.cuts == 0 && sdn_rb_sender_cwnd(s[0]) == before);
+	sdn_rb_sender_free(s[0]);
+	sdn_rb_sender_free(s[1]);
+}
+
+static int mark_every_5th_to_0(uint32_t r, uint32_t seq)
+{
+	return r == 0 && seq % 5 == 0;
+}
+
+/* A whole transfer with marks and no loss: delivered, the window cut by the marks
+ * alone, nothing repaired; without marks no cut. */
+static void test_ecn_transfer(void)
+{
+	struct sdn_rb_params p;
+	struct sdn_rb_sender_stats st[2];
+	double cwnd[2];
+	struct sim m;
+
+	sdn_rb_params_default(&p);
+	for (int marked = 0; marked < 2; marked++) {
+		sim_init(&m, &p, 1 << 20, 3);
+		m.mark = marked ? mark_every_5th_to_0 : NULL;
+		sim_run(&m, drop_none, 2000000);
+		CHECK(m.end == SDN_RB_DONE && sim_delivered(&m));
+		sdn_rb_sender_stats(m.s, &st[marked]);
+		cwnd[marked] = sdn_rb_sender_cwnd(m.s);
+		sim_free(&m);
+	}
+	CHECK(st[0].cuts == 0 && st[0].ece_acks == 0 && st[0].repairs == 0);
+	CHECK(st[1].ecn_cuts > 0 && st[1].cuts == st[1].ecn_cuts && st[1].repairs == 0);
+	CHECK(st[1].packets == st[0].packets);
+	CHECK(cwnd[1] < cwnd[0] && cwnd[0] == p.window_pkts);
+}
+
 int main(void)
 {
 	test_params();
 	test_scenarios();
 	test_window_and_abort();
 	test_congestion();
+	test_ecn_receiver();
+	test_ecn_sender();
+	test_ecn_transfer();
 	test_hostile_packets();
 	test_final_acks();
 	printf("test_rbcast: %d checks, %d failures\n", checks, failures);

@@ -29,6 +29,9 @@ TYPE_DATA: Final = 1
 TYPE_ACK: Final = 2
 FLAG_REPAIR: Final = 0x1
 FLAG_ABORT: Final = 0x1
+#: ACK: a DATA packet arrived CE-marked since the receiver's previous ACK (RFC 3168's
+#: ECN-Echo); a root that does not know it ignores it, so the version stays 1.
+FLAG_ECE: Final = 0x2
 HDR_LEN: Final = 48
 BITMAP_BITS: Final = 64
 DEFAULT_PAYLOAD: Final = 1400
@@ -52,6 +55,7 @@ LAYOUT_CONSTANTS: Final[tuple[str, ...]] = (
     "TYPE_ACK",
     "FLAG_REPAIR",
     "FLAG_ABORT",
+    "FLAG_ECE",
     "HDR_LEN",
     "BITMAP_BITS",
     "DEFAULT_PAYLOAD",
