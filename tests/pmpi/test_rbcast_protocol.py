@@ -400,7 +400,7 @@ def scenarios(draw: st.DrawFn) -> tuple[int, int, Loss, int, int, int, int]:
         loss.p_ack,
         draw(st.sampled_from([0.0, 0.0, 0.05, 0.3])),
         draw(JITTER),
-        draw(st.sampled_from([0.0, 0.0, 0.02, 0.3, 1.0])),
+        p_ce=draw(st.sampled_from([0.0, 0.0, 0.02, 0.3, 1.0])),
     )
     payload = draw(st.sampled_from([1400, 1400, 512, 64]) if size <= 64 * 1024 else st.just(1400))
     window = draw(st.sampled_from([1, 4, 128, 256]))
@@ -460,18 +460,18 @@ def test_moderate_loss_is_repaired(lib: ctypes.CDLL, loss: Loss, nrecv: int, siz
                 strict=True,
                 reason="known (docs/bcast.md, Next): receivers whose ACKs stall 80 ms now "
                 "and then (ranks without a core) draw hundreds of spurious repairs and the "
-                "transfer takes 11.6 s instead of 0.9 s",
+                "transfer takes about 11 s instead of 0.9 s",
             ),
         ),
     ],
     ids=["queued", "lagging-acks", "stalling-acks"],
 )
 def test_a_queued_window_is_not_repaired(lib: ctypes.CDLL, lag_ms: int, p_stall: float) -> None:
-    """No loss, 1 MiB to 20 receivers through a 10 Mbit/s root link (a full window
-    queues for longer than the RTO at first), receivers whose ACKs lag by up to 40 ms:
-    nothing is sent twice.  With the retransmit timer run from a packet's own send,
-    every packet still queued was repaired once the RTO fell below the queue's delay
-    (6-16 % of all packets at 20 emulated hosts, each a duplicate at every receiver)."""
+    """No loss, 1 MiB to 20 receivers through a 10 Mbit/s root link (the window
+    queues as behind a shaped port), receivers whose ACKs lag by up to 40 ms: nothing
+    is sent twice.  Receivers whose ACKs stall now and then (ranks that did not get a
+    core, as 20 ranks on 2 cores do) draw spurious repairs, as the emulated fabric's
+    20-host runs did (6-16 % of all packets; docs/bcast.md, Next)."""
     src = random.Random(7).randbytes(1 << 20)
     loss = Loss("none", rate_bps=10_000_000, ack_lag_ns=lag_ms * MS, stall_ns=80 * MS,
                 p_stall=p_stall)  # fmt: skip
