@@ -304,7 +304,13 @@ def _remove(res: Resource, state: FabricState) -> None:
             run_cmd(("ip", "netns", "delete", res.name))
     elif res.kind == "link":
         if _link_exists(res.name):
-            run_cmd(("ip", "link", "delete", res.name))
+            try:
+                run_cmd(("ip", "link", "delete", res.name))
+            except EmuError:
+                # a veth goes with its peer, and a deleted namespace takes its ends
+                # with it a moment after `ip netns delete` returns: gone is removed
+                if _link_exists(res.name):
+                    raise
     elif res.kind == "etc_netns":
         _rmtree_under(Path(res.name), Path("/etc/netns"))
     elif res.kind == "dir":
