@@ -23,17 +23,7 @@
 
 #include <sdnmpi/duplex.h>
 
-static int failures, checks;
-
-#define CHECK(cond)                                                                    \
-	do {                                                                           \
-		checks++;                                                              \
-		if (!(cond)) {                                                         \
-			failures++;                                                    \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                                \
-		}                                                                      \
-	} while (0)
+#include "check.h"
 
 static char reported[8][512];
 static int n_reported;

@@ -21,17 +21,7 @@
 #include "mcast.h"
 #include "rbcast.h"
 
-static int failures, checks;
-
-#define CHECK(cond)                                                                    \
-	do {                                                                           \
-		checks++;                                                              \
-		if (!(cond)) {                                                         \
-			failures++;                                                    \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                                \
-		}                                                                      \
-	} while (0)
+#include "check.h"
 
 #define MS 1000000ull
 #define LEN (200u * 1000u) /* 143 packets: within a default socket buffer */

@@ -8,17 +8,7 @@
 
 #include "rbcast.h"
 
-static int failures, checks;
-
-#define CHECK(cond)                                                                    \
-	do {                                                                           \
-		checks++;                                                              \
-		if (!(cond)) {                                                         \
-			failures++;                                                    \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                                \
-		}                                                                      \
-	} while (0)
+#include "check.h"
 
 #define MAXR 8
 #define GUARD 64
