@@ -37,7 +37,8 @@ from sdnmpi.core.routing import Demands, Fabric, Routing, route, validate
 from sdnmpi.core.routing.model import FloatArray, IntArray
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import RoutingError
-from sdnmpi.manager.model import Process, RoutePair
+from sdnmpi.manager import patternfile
+from sdnmpi.manager.model import Job, Process, RoutePair
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,6 +208,27 @@ def plan(
     routing = route(router, fabric, demands)
     validate(fabric, demands, routing)
     return pair_routes(fabric, demands, routing)
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What planning a job takes: the live topology, the job (its pattern snapshot,
+    ranks and router) and the routes of the jobs whose load it is planned against."""
+
+    topology: Topology
+    job: Job
+    others: tuple[tuple[RoutePair, ...], ...] = ()
+
+
+#: Computes a job's routes (:func:`plan_job`; tests pass slow or failing ones).
+Planner = Callable[[PlanRequest], tuple[RoutePair, ...]]
+
+
+def plan_job(req: PlanRequest) -> tuple[RoutePair, ...]:
+    """:func:`plan` for a job as the store keeps it (its pattern decoded first)."""
+    job = req.job
+    pattern = patternfile.from_json(job.pattern_json, f"job {job.job_id} pattern")
+    return plan(req.topology, pattern, job.processes, job.router, req.others)
 
 
 def pair_routes(fabric: Fabric, demands: Demands, routing: Routing) -> tuple[RoutePair, ...]:

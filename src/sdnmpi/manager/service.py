@@ -303,10 +303,10 @@ class ManagerService:
         if not job.pattern_json:
             detail = "; ".join(filter(None, (job.detail, "no pattern: default routes")))
             job = dataclasses.replace(job, state=JobState.DEFAULT, started_s=now, detail=detail)
-            self.store.save_job(job)
+            self.routing.save(job)
             return job
         job = dataclasses.replace(job, state=JobState.STARTING, started_s=now)
-        self.store.save_job(job)
+        self.routing.save(job)
         return self.routing.route_if_ready(job)
 
     def finish_job(self, caller: Caller, job_id: int) -> Job:
@@ -326,10 +326,11 @@ class ManagerService:
         if job.state is JobState.FINISHED:
             return job
         held = job.state in (JobState.ROUTED, JobState.STARTING)
+        was = self.routing.book.get(job_id)
         job = dataclasses.replace(
             job, state=JobState.FINISHED, finished_s=self.clock(), pattern_json=b""
         )
-        self.store.save_job(job)
+        self.routing.save(job)
         if held:
             try:
                 self.controller.remove(job_id)
@@ -337,8 +338,10 @@ class ManagerService:
                 detail = f"route removal failed ({exc}); retried at the next reconcile"
                 log.warning("job %d: %s", job_id, detail)
                 job = dataclasses.replace(job, detail=detail)
-                self.store.save_job(job)
+                self.routing.save(job)
         log.info("job %d finished", job_id)
+        if was is not None:
+            self.routing.ended(was.job)  # the jobs that shared its links may gain
         return job
 
     def get_job(self, caller: Caller, job_id: int) -> Job:
@@ -414,7 +417,7 @@ class ManagerService:
         job = dataclasses.replace(job, pattern_name=name, pattern_json=stored.json, detail="")
         if job.state in (JobState.ROUTED, JobState.DEFAULT):
             job = dataclasses.replace(job, state=JobState.STARTING)
-        self.store.save_job(job)
+        self.routing.save(job)
         return self.routing.route_if_ready(job)
 
     @property
