@@ -25,7 +25,7 @@ class Residual(Fabric):
     given_bps: FloatArray | None = None
 
     @property
-    def capacity_bps(self) -> FloatArray:  # type: ignore[override]
+    def capacity_bps(self) -> FloatArray:
         assert self.given_bps is not None
         return self.given_bps
 

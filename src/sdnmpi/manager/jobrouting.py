@@ -164,8 +164,7 @@ class JobRouting:
                 return self._after_change(job)
             if isinstance(exc, SdnMpiError):
                 return self._fail(now, f"routing failed: {exc}")
-            log.error("job %d: routing crashed", job.job_id, exc_info=exc)
-            return self._fail(now, f"routing failed (internal error): {exc!r}")
+            return self._fail(now, f"routing failed (internal error): {exc!r}", exc)
         now = self._changed(job)
         if now is None:
             return self._after_change(job)
@@ -218,10 +217,15 @@ class JobRouting:
             self.background(functools.partial(self._rebalance, job.job_id, None, again))
         return job
 
-    def _fail(self, job: Job, detail: str) -> Job:
+    def _fail(self, job: Job, detail: str, crash: Exception | None = None) -> Job:
+        """The job on default routes, saved, and why, logged once (with the traceback
+        of a crash: a router bug must not fail the job's start)."""
         job = self._default(job, detail)
         self.save(job)
-        log.warning("job %d: %s", job.job_id, detail)
+        if crash is None:
+            log.warning("job %d: %s", job.job_id, job.detail)
+        else:
+            log.error("job %d: %s", job.job_id, job.detail, exc_info=crash)
         return job
 
     def _after_change(self, job: Job) -> Job | tuple[Job, str]:

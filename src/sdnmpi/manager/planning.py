@@ -182,6 +182,19 @@ def overlap(fabric: Fabric, load: FloatArray, other: FloatArray) -> float:
     return float(load[both].sum())
 
 
+def nearby(fabric: Fabric, load: FloatArray, other: FloatArray) -> float:
+    """Bytes of ``load`` on switch-to-switch arcs that start or end at a switch whose
+    switch-to-switch arcs ``other`` uses (0: none).  A job near an ended one may gain
+    from the links that job freed, even if it avoided them while it ran."""
+    inner = ~fabric.is_host_arc
+    used = (other > 0) & inner
+    nodes = np.zeros(fabric.nnodes, dtype=bool)
+    nodes[fabric.arc_src[used]] = True
+    nodes[fabric.arc_dst[used]] = True
+    near = inner & (load > 0) & (nodes[fabric.arc_src] | nodes[fabric.arc_dst])
+    return float(load[near].sum())
+
+
 def demands_for(fabric: Fabric, pattern: Pattern, processes: Sequence[Process]) -> Demands:
     """Host-to-host flows of ``pattern`` with rank r on ``processes``' node of rank r,
     one per host pair and phase (:meth:`Demands.per_host_pair`): the switches hold one

@@ -6,9 +6,11 @@ others; a new plan is kept when the sum of :func:`~sdnmpi.manager.planning.job_c
 drops.  If any moved, the new job is re-planned once more against them.  Nothing
 is re-planned when the new job and the running ones do not slow each other.
 
-When a job ends (:func:`for_end`), the jobs that shared its links are the ones that
-can gain: up to ``limit`` of them (most bytes on its links first) are re-planned
-against the others, kept on the same condition.  Nothing else is touched, so the
+When a job ends (:func:`for_end`), the jobs that can gain are those whose traffic
+passes the switches it used (:func:`~sdnmpi.manager.planning.nearby`: they may take
+the links it freed, even if they avoided them while it ran): up to ``limit`` of them
+(most bytes there first) are re-planned against the others, kept on the same
+condition.  Nothing else is touched, so the
 work grows with the jobs the arrival or the end concerns, not with all jobs.
 
 A job keeps the host pairs it holds (a pair is routed for one job at a time), and
@@ -82,13 +84,17 @@ def for_end(
     planner: Planner = planning.plan_job,
 ) -> dict[int, Routes]:
     """New routes of the running jobs worth moving now that ``ended`` (routed until
-    now, not in ``routed``) freed its links: those that shared them, re-planned."""
+    now, not in ``routed``) freed its links: those near them, re-planned."""
     current = {j: r.routes for j, r in routed.items() if r.routes and j != ended.job_id}
     if limit <= 0 or not current or not ended.routes:
         return {}
     fab = Fabric(topo)
     loads = {j: planning.arc_bytes(fab, rs) for j, rs in current.items()}
-    order = _sharing(fab, planning.arc_bytes(fab, ended.routes), loads, current, limit)
+    gone = planning.arc_bytes(fab, ended.routes)
+    near = {
+        j: planning.nearby(fab, b, gone) for j, b in loads.items() if len(current[j]) <= MAX_PAIRS
+    }
+    order = sorted((j for j, b in near.items() if b > 0), key=lambda j: -near[j])[:limit]
     return _improve(order, current, loads, fab, topo, routed, planner)
 
 
