@@ -10,10 +10,11 @@ Pure in the house sense: no gRPC, no database, no sockets.  The store
 the clock are passed in; every call takes the :class:`~sdnmpi.manager.model.Caller`
 that the adapter authenticated.  Calls are not thread-safe: the adapter
 serializes them (one lock, which WaitRoutes also waits on), except that a job's
-routes are computed with that lock released (:attr:`ManagerService.unlocked`): a
-router may take seconds to minutes on a large job, and nobody else waits for it.
-The job is read again when the lock is back, and the routes are dropped if it
-changed meanwhile (finished, re-patterned).
+routes are planned with that lock released (:attr:`ManagerService.unlocked`) on a
+snapshot of the routed jobs, and committed when the lock is back unless the job
+changed (finished: nothing installed; re-patterned: planned again) or a job routed
+meanwhile took the plan's links (planned again); rebalancing after an arrival or an
+end runs in :attr:`JobRouting.background` (:mod:`sdnmpi.manager.jobrouting`).
 
 State machine (``JobState`` in ``manager.proto``)::
 
