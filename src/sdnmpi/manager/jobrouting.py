@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -108,8 +109,13 @@ class JobRouting:
         #: Runs work no caller waits for, holding the adapter's lock as a call does
         #: (at once by default; the server passes its planner thread).
         self.background: Callable[[Callable[[], None]], None] = _now
-        #: Jobs whose routes a call is computing (another call does not start again).
+        #: Seconds rebalancing waits, lock released, while calls' plans are computed
+        #: (0 by default; the server gives calls' planning the processor first).
+        self.yield_s = 0.0
+        #: Jobs whose routes a call is computing (another call does not start again),
+        #: and those whose planner runs right now.
         self._planning: set[int] = set()
+        self._computing: set[int] = set()
         self._book: RoutedJobs | None = None
 
     # -- the routed jobs ----------------------------------------------------------------
@@ -154,17 +160,20 @@ class JobRouting:
         """Plan once and commit: the job as it ends up, or (the job, why) to plan it
         again."""
         snap = self.book.snapshot()
+        self._computing.add(job.job_id)
         try:
             topo = self.controller.topology()
             with self.unlocked():
                 plan = self._plan(job, topo, snap)
         except Exception as exc:
+            self._computing.discard(job.job_id)
             now = self._changed(job)
             if now is None:
                 return self._after_change(job)
             if isinstance(exc, SdnMpiError):
                 return self._fail(now, f"routing failed: {exc}")
             return self._fail(now, f"routing failed (internal error): {exc!r}", exc)
+        self._computing.discard(job.job_id)
         now = self._changed(job)
         if now is None:
             return self._after_change(job)
@@ -300,6 +309,7 @@ class JobRouting:
         most :data:`REPLANS` more times).  Never raises: jobs stay where they are."""
         cause = arrived if arrived is not None else ended.job_id if ended else None
         try:
+            self._yield_to_calls()
             for _ in range(REPLANS + 1):
                 snap = self.book.snapshot()
                 topo = self.controller.topology()
@@ -310,6 +320,15 @@ class JobRouting:
             log.info("rebalancing for job %s: moves that went stale dropped", cause)
         except Exception:
             log.exception("rebalancing for job %s failed", cause)
+
+    def _yield_to_calls(self) -> None:
+        """Wait (lock released) while calls' plans are computed, :attr:`yield_s` at
+        most: in one process they share the processor, and a call waits for its own."""
+        waited = 0.0
+        while self._computing and waited < self.yield_s:
+            with self.unlocked():
+                time.sleep(0.02)
+            waited += 0.02
 
     def _moves(
         self, arrived: int | None, ended: Job | None, again: bool, snap: Snapshot, topo: Topology

@@ -53,6 +53,9 @@ from sdnmpi.wire import manager_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
+#: Seconds rebalancing waits for calls' plans to be computed before its own.
+YIELD_S = 30.0
+
 #: Worker threads kept from WaitRoutes for every other call (half the workers at most).
 RESERVED_WORKERS = 32
 
@@ -133,6 +136,7 @@ class ManagerServer:
         service.unlocked = functools.partial(released, self.cond)
         self.background = Background(self.cond)
         service.routing.background = self.background.submit
+        service.routing.yield_s = YIELD_S
         self.table = PeerTable()
         self.rewrite = rewrite
         self._servers: list[Any] = []
