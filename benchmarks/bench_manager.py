@@ -1,7 +1,7 @@
 """Manager benchmark: jobs arriving one by one, routed without and with moves.
 
-Run with ``.venv/bin/python benchmarks/bench_manager.py [--quick | --large | --largest]
-[--seed S]``.
+Run with ``.venv/bin/python benchmarks/bench_manager.py [--quick | --large | --largest |
+--scale] [--seed S]``.
 The manager's service core (:class:`ManagerService`, in-memory store, the fake
 controller that checks every path) routes jobs as their last rank registers,
 each with ``ours`` against the load of the jobs already running.  Jobs get random
@@ -21,6 +21,16 @@ at the pattern cell budget (:data:`LARGEST`, 724 ranks on ``milk``'s
 seconds CreateJob and the last RegisterProcess (routing and install) take, the
 longest another caller's GetJob waited meanwhile (the lock released while routes are
 computed, and for ours also held, as before), and the process's peak memory.
+
+``--scale`` measures the manager at cluster scale on ``fat_tree(16)`` (1024 hosts),
+under a lock and a background thread as the server runs them (:func:`scale`): the
+seconds to route a 1024-rank job, one rank per host, on an empty fabric (the first
+job of the process, which builds the topology's routing tables, then the same job
+again); then, with 8 jobs of 64 ranks running on half the hosts, a 1024-rank job
+(2 ranks per host on the other half) routed alone, and again while 8 more 32-rank
+jobs arrive and end and another caller polls GetJob: the seconds that routing took,
+and the longest any caller waited for the lock meanwhile, in milliseconds (the
+targets: 5 s and 100 ms).
 """
 
 from __future__ import annotations
@@ -33,7 +43,9 @@ import resource
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sdnmpi import catalog
 from sdnmpi.core import workloads
@@ -41,13 +53,16 @@ from sdnmpi.core.generators import fat_tree
 from sdnmpi.core.routing import Fabric
 from sdnmpi.formats import native
 from sdnmpi.manager import planning
+from sdnmpi.manager.background import Background
 from sdnmpi.manager.fake import FakeController
 from sdnmpi.manager.memory import MemoryStore
 from sdnmpi.manager.model import Caller, Install, JobState
 from sdnmpi.manager.requests import CreateJob, PatternUpload
+from sdnmpi.manager.server import YIELD_S
 from sdnmpi.manager.service import ManagerService, Pairs, released
 
 SCHED = Caller(0, is_scheduler=True)
+T = TypeVar("T")
 PATTERNS = (
     "cg:nprocs={n}",
     "ft:nprocs={n}",
@@ -190,6 +205,192 @@ def run_largest() -> None:
     )
 
 
+#: --scale: the patterns of the job as large as the fabric (its ranks: {n}).
+SCALE_BIG = ("cg:nprocs={n}", "stencil3d:nprocs={n}")
+
+
+class TimedLock:
+    """A lock that records how long each acquisition waited and each holder held it,
+    by thread name."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.waits: list[tuple[str, float]] = []
+        self.holds: list[tuple[str, float]] = []
+        self._since = 0.0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        t0 = time.perf_counter()
+        got = self._lock.acquire(blocking, timeout)
+        if got:  # Condition.notify tries acquire(False) to check the caller holds it
+            self._since = time.perf_counter()
+            self.waits.append((threading.current_thread().name, self._since - t0))
+        return got
+
+    def release(self) -> None:
+        self.holds.append((threading.current_thread().name, time.perf_counter() - self._since))
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class Cluster:
+    """The service on fat_tree(16) under a timed lock and a background thread."""
+
+    def __init__(self, k: int) -> None:
+        self.topo = fat_tree(k)
+        self.hosts = [h.name for h in self.topo.hosts]
+        self.controller = FakeController(self.topo)
+        self.svc = ManagerService(MemoryStore(), self.controller, time.monotonic)
+        self.lock = TimedLock()
+        self.cond = threading.Condition(self.lock)  # type: ignore[arg-type]
+        self.svc.unlocked = functools.partial(released, self.cond)
+        self.background = Background(self.cond)
+        self.svc.routing.background = self.background.submit
+        self.svc.routing.yield_s = YIELD_S
+        self.cpu_s = 0.0
+
+    def call(self, fn: Callable[[], T]) -> T:
+        with self.cond:
+            try:
+                return fn()
+            finally:
+                self.cond.notify_all()
+
+    def prepare(self, job_id: int, spec: str, nodes: list[str]) -> None:
+        """Create and start a job and register all its ranks but the last."""
+        pattern = workloads.build(spec)
+        upload = PatternUpload("p.json", native.dumps(pattern).encode())
+        req = CreateJob(job_id, spec, 0, len(nodes), pattern_file=upload)
+        self.call(lambda: self.svc.create_job(SCHED, req))
+        self.call(lambda: self.svc.start_job(SCHED, job_id))
+        for rank, node in enumerate(nodes[:-1]):
+            self.call(functools.partial(self.svc.register_process, SCHED, job_id, rank, node))
+
+    def route(self, job_id: int, nodes: list[str]) -> float:
+        """The last registration (it routes the job): its seconds; :attr:`cpu_s` the
+        process's CPU seconds meanwhile (the call's own when nothing else runs)."""
+        last = len(nodes) - 1
+        t0, c0 = time.perf_counter(), time.process_time()
+        job = self.call(lambda: self.svc.register_process(SCHED, job_id, last, nodes[last]))
+        took, self.cpu_s = time.perf_counter() - t0, time.process_time() - c0
+        assert job.state is JobState.ROUTED, job.detail
+        return took
+
+
+def scale(seed: int, k: int = 16) -> dict[str, float]:
+    """The --scale figures (see the module docstring; sizes for ``fat_tree(k)``, whose
+    ``n`` hosts are 1024 for k = 16: jobs of n, n/16 and n/32 ranks)."""
+    c = Cluster(k)
+    n = len(c.hosts)
+    out: dict[str, float] = {}
+    for i, spec in enumerate(s.format(n=n) for s in SCALE_BIG):
+        for run_ in ("first", "again"):
+            job_id = 100 + 2 * i + (run_ == "again")
+            c.prepare(job_id, spec, c.hosts)
+            out[f"{spec} {run_} s"] = c.route(job_id, c.hosts)
+            out[f"{spec} {run_} cpu s"] = c.cpu_s
+            c.call(functools.partial(c.svc.finish_job, SCHED, job_id))
+            assert c.background.wait_idle(600)
+    rng = random.Random(seed)
+    hosts = c.hosts[:]
+    rng.shuffle(hosts)
+    running, free = hosts[: n // 2], hosts[n // 2 :]
+    for j in range(8):
+        nodes = running[j * n // 16 : (j + 1) * n // 16]
+        c.prepare(200 + j, PATTERNS[j % len(PATTERNS)].format(n=n // 16), nodes)
+        c.route(200 + j, nodes)
+    assert c.background.wait_idle(600)
+    big_nodes = [free[r // 2] for r in range(n)]
+    c.prepare(299, SCALE_BIG[0].format(n=n), big_nodes)
+    out["among running jobs, alone s"] = c.route(299, big_nodes)
+    out["among running jobs, alone cpu s"] = c.cpu_s
+    c.call(functools.partial(c.svc.finish_job, SCHED, 299))
+    assert c.background.wait_idle(600)
+    c.prepare(300, SCALE_BIG[0].format(n=n), big_nodes)
+    out |= _concurrent(c, lambda: c.route(300, big_nodes), rng, running)
+    c.background.stop()
+    return out
+
+
+def _concurrent(
+    c: Cluster, route: Callable[[], float], rng: random.Random, running: list[str]
+) -> dict[str, float]:
+    """``route()`` while 8 jobs arrive and end on ``running`` hosts and another thread
+    polls GetJob: its seconds, and the lock's waits meanwhile."""
+    n = len(c.hosts)
+    c.lock.waits.clear()
+    c.lock.holds.clear()
+    done = threading.Event()
+    polls: list[float] = []
+
+    def poll() -> None:
+        while not done.is_set():
+            t0 = time.perf_counter()
+            c.call(lambda: c.svc.get_job(SCHED, 200))
+            polls.append(time.perf_counter() - t0)
+            time.sleep(0.01)
+
+    def stream() -> None:
+        for j in range(8):
+            nodes = rng.sample(running, n // 32)
+            c.prepare(400 + j, PATTERNS[j % len(PATTERNS)].format(n=n // 32), nodes)
+            c.route(400 + j, nodes)
+            c.call(functools.partial(c.svc.finish_job, SCHED, 400 + j))
+
+    threads = [
+        threading.Thread(target=poll, name="poll"),
+        threading.Thread(target=stream, name="stream"),
+    ]
+    for t in threads:
+        t.start()
+    route_s = route()
+    threads[1].join()
+    assert c.background.wait_idle(600)
+    done.set()
+    threads[0].join()
+    callers = [w for name, w in c.lock.waits if not name.startswith("planner")]
+    holder, held = max(c.lock.holds, key=lambda h: h[1])
+    return {
+        "longest hold ms": 1e3 * held,
+        "longest holder is the background": float(holder.startswith("planner")),
+        "among running jobs s": route_s,
+        "longest lock wait of a call ms": 1e3 * max(callers),
+        "longest GetJob ms": 1e3 * max(polls),
+        "GetJob calls": float(len(polls)),
+        "lock waits": float(len(callers)),
+    }
+
+
+def run_scale(seed: int, k: int = 16) -> None:
+    n = k**3 // 4
+    print(f"== scale: fat_tree({k}), {n} hosts (a lock and a background thread as the server's)")
+    r = scale(seed, k)
+    for spec in (s.format(n=n) for s in SCALE_BIG):
+        print(
+            f"  {spec}, one rank per host, empty fabric: routed in {r[f'{spec} first s']:.2f} s "
+            f"({r[f'{spec} first cpu s']:.2f} s CPU; the process's first such job), "
+            f"{r[f'{spec} again s']:.2f} s again ({r[f'{spec} again cpu s']:.2f} s CPU)"
+        )
+    print(
+        f"  {SCALE_BIG[0].format(n=n)} on {n // 2} hosts beside 8 running {n // 16}-rank jobs: "
+        f"routed in {r['among running jobs, alone s']:.2f} s "
+        f"({r['among running jobs, alone cpu s']:.2f} s CPU); again while 8 {n // 32}-rank jobs "
+        f"arrive and end (planned in the same process): {r['among running jobs s']:.2f} s"
+    )
+    print(
+        f"  longest wait for the lock of any call meanwhile: "
+        f"{r['longest lock wait of a call ms']:.1f} ms ({r['lock waits']:.0f} acquisitions); "
+        f"longest GetJob: {r['longest GetJob ms']:.1f} ms ({r['GetJob calls']:.0f} calls); "
+        f"longest hold of the lock: {r['longest hold ms']:.1f} ms (by "
+        f"{'the background thread' if r['longest holder is the background'] else 'a call'})"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="The small scenario only.")
@@ -197,10 +398,16 @@ def main() -> int:
     ap.add_argument(
         "--largest", action="store_true", help="Only the largest job accepted (about 1 min)."
     )
+    ap.add_argument(
+        "--scale", action="store_true", help="Only the cluster-scale figures (about 2 min)."
+    )
     ap.add_argument("--seed", type=int, default=1, help="Host placement seed.")
     args = ap.parse_args()
     if args.largest:
         run_largest()
+        return 0
+    if args.scale:
+        run_scale(args.seed)
         return 0
     scenarios = [Scenario("fat_tree(8), 8 jobs x 16 ranks", 8, 8, 16)]
     if not args.quick:

@@ -94,11 +94,12 @@ def standin(sock_dir: Path, topo: Topology) -> Iterator[InProcessController]:
 def test_ops_round_trip(standin: InProcessController, sock_dir: Path, topo: Topology):
     clock = FakeClock()
     ctl = ControllerClient(sock_dir / "ctl.sock", clock=clock)
-    assert [h.name for h in ctl.topology().hosts] == [h.name for h in topo.hosts]
+    first = ctl.topology()
+    assert [h.name for h in first.hosts] == [h.name for h in topo.hosts]
     ctl.topology()
     assert [r["op"] for r in standin.requests] == ["topology"]  # cached
     clock.advance(5)
-    ctl.topology()
+    assert ctl.topology() is first  # asked again, unchanged: the same object (its tables)
     assert len(standin.requests) == 2
     path = ["h1", "leaf1", "spine1", "leaf2", "h5"]
     result = ctl.install(4, {("h1", "h5"): path})

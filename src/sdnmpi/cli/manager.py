@@ -77,7 +77,10 @@ def run_command(
     ),
     router: str = typer.Option("ours", "--router", help="Default router of jobs (see `routers`)."),
     rebalance: int = typer.Option(
-        8, "--rebalance", min=0, help="Running jobs a new job may move (0: never move)."
+        8,
+        "--rebalance",
+        min=0,
+        help="Running jobs an arriving or ending job may move (0: never move).",
     ),
     slurm_user: str | None = typer.Option(
         None, "--slurm-user", help="SlurmUser (name or uid): a scheduler like root."

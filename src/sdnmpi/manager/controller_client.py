@@ -5,7 +5,8 @@ A thin adapter over :class:`sdnmpi.wire.controller_api.Client`: every call opens
 own connection (the controller serves each in its own green thread) with a timeout;
 a refused connection, a timeout or ``"ok": false`` raises UNAVAILABLE naming the
 socket.  The topology is cached for a short time: registering 160 ranks should not
-ask for it 160 times.
+ask for it 160 times; a topology read again that has not changed is the same object,
+whose routing tables (D-mod-K's, the shortest paths) are computed once.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class ControllerClient:
                 Kind.UNAVAILABLE, f"controller API {self.socket_path}: bad topology: {exc}"
             ) from None
         with self._lock:
+            if self._cached is not None and self._cached[1] == topo:
+                topo = self._cached[1]  # unchanged: the same object keeps its routing tables
             self._cached = (self._clock(), topo)
         return topo
 

@@ -26,6 +26,7 @@ class FakeController:
         self.down = False
         self.fail_install = 0
         self._lock = threading.Lock()
+        self._links: tuple[Topology, frozenset[tuple[str, str]]] | None = None
 
     def _check_up(self) -> None:
         if self.down:
@@ -47,12 +48,14 @@ class FakeController:
             for (src, dst), path in pairs.items():
                 self._check_path(src, dst, list(path))
             self.held[job_id] = {k: list(v) for k, v in pairs.items()}
-            switches = {n for p in pairs.values() for n in p if not self.live.is_host(n)}
+            switches = {n for p in pairs.values() for n in p[1:-1]}
             mods = sum(len(p) - 2 for p in pairs.values())
             return Install(flow_mods=mods, switches=len(switches), install_s=0.0)
 
     def _check_path(self, src: str, dst: str, path: list[str]) -> None:
-        links = {(a.src, a.dst) for a in self.live.arcs}
+        if self._links is None or self._links[0] is not self.live:
+            self._links = (self.live, frozenset((a.src, a.dst) for a in self.live.arcs))
+        links = self._links[1]
         hops = list(itertools.pairwise(path))
         if not path or path[0] != src or path[-1] != dst or any(h not in links for h in hops):
             raise ManagerError(Kind.INVALID_ARGUMENT, f"pair {src}>{dst}: bad path {path}")

@@ -1,27 +1,43 @@
-"""The manager's job routing: computing a job's routes, installing them, and keeping
-the controller's job routes in step with the store.
+"""The manager's job routing: planning on a snapshot, committing, rebalancing, and
+keeping the controller's job routes in step with the store.
 
 Called by :class:`~sdnmpi.manager.service.ManagerService` when a started job's ranks
-are all known (:meth:`JobRouting.route`) and when the manager starts or the
-controller comes back (:meth:`JobRouting.reconcile`).  A job's routes are computed
-with the adapter's lock released (:attr:`JobRouting.unlocked`): the job is read
-again when the lock is back, and the routes are dropped if it changed meanwhile.
-Routing never raises to the caller: a failure leaves the job on default routes
-with ``detail`` saying why.  Rebalancing is :mod:`sdnmpi.manager.rebalance`.
+are all known (:meth:`JobRouting.route`), when a routed job ends
+(:meth:`JobRouting.ended`) and when the manager starts or the controller comes back
+(:meth:`JobRouting.reconcile`).  The callers hold the adapter's lock; planning never
+does:
+
+1. *Snapshot*, under the lock: the routed jobs (:class:`~sdnmpi.manager.snapshot.
+   RoutedJobs`, kept in memory beside the store) and the live topology.
+2. *Plan*, in :attr:`JobRouting.unlocked`: :attr:`JobRouting.planner` computes the
+   job's routes against the snapshot's load.
+3. *Commit*, under the lock again: the job is read again (finished meanwhile:
+   nothing is installed; re-patterned: planned again); if a job routed meanwhile
+   took links the plan uses, the plan is stale and computed again, at most
+   :data:`REPLANS` more times, after which the last plan is installed with a note.
+   Host pairs another job took meanwhile keep that job's routes.
+
+Rebalancing (:mod:`sdnmpi.manager.rebalance`) after an arrival or an end is work
+nobody waits for: :attr:`JobRouting.background` runs it (at once by default, on the
+server's planner thread there), planned the same way and committed move by move
+where the moved job did not change.  Routing never raises to the caller: a failure
+leaves the job on default routes with ``detail`` saying why, logged once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import SdnMpiError
-from sdnmpi.manager import patternfile, planning, rebalance
+from sdnmpi.manager import planning, rebalance
 from sdnmpi.manager.model import (
     MAX_JOB_ID,
     Install,
@@ -29,8 +45,9 @@ from sdnmpi.manager.model import (
     JobState,
     RoutePair,
     is_scheduler_job,
-    not_found,
 )
+from sdnmpi.manager.planning import Planner, PlanRequest
+from sdnmpi.manager.snapshot import Link, RoutedJobs, Snapshot, switch_links
 from sdnmpi.manager.store import Store
 
 if TYPE_CHECKING:
@@ -38,19 +55,38 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Times a job changed while its routes were computed (re-patterned) is routed again
-#: with the lock released; then once more holding it.
+#: A plan found stale at commit (or a job changed while planned) is computed again
+#: this many times at most.
 REPLANS = 2
+
+Routes = tuple[RoutePair, ...]
+Pair = tuple[str, str]
 
 
 @dataclass(frozen=True)
 class Reconciled:
-    """What :meth:`ManagerService.reconcile` changed."""
+    """What :meth:`ManagerService.reconcile` changed (``routed``: started jobs whose
+    routing it started; their outcome is the job's state)."""
 
     reinstalled: tuple[int, ...] = ()
     routed: tuple[int, ...] = ()
     removed: tuple[int, ...] = ()
     failed: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A job's routes as computed on ``snap``: the pairs it keeps, their links, and
+    the pairs other jobs held then (they keep those jobs' routes)."""
+
+    routes: Routes
+    links: frozenset[Link]
+    taken: Mapping[Pair, int]
+    snap: Snapshot
+
+
+def _now(task: Callable[[], None]) -> None:
+    task()
 
 
 class JobRouting:
@@ -62,174 +98,167 @@ class JobRouting:
         self.store = store
         self.controller = controller
         self.clock = clock
-        #: Running jobs a new job's routing may re-plan (:mod:`sdnmpi.manager.rebalance`).
+        #: Running jobs an arrival or an end may re-plan (:mod:`sdnmpi.manager.rebalance`).
         self.rebalance = limit
+        #: Computes a job's routes (:func:`planning.plan_job`).
+        self.planner: Planner = planning.plan_job
         #: A context in which the adapter's lock is released (nothing by default).
         self.unlocked: Callable[[], contextlib.AbstractContextManager[object]] = (
             contextlib.nullcontext
         )
-        #: Jobs whose routes a call is computing (another call does not start again).
+        #: Runs work no caller waits for, holding the adapter's lock as a call does
+        #: (at once by default; the server passes its planner thread).
+        self.background: Callable[[Callable[[], None]], None] = _now
+        #: Seconds rebalancing waits, lock released, while calls' plans are computed
+        #: (0 by default; the server gives calls' planning the processor first).
+        self.yield_s = 0.0
+        #: Jobs whose routes a call is computing (another call does not start again),
+        #: and those whose planner runs right now.
         self._planning: set[int] = set()
+        self._computing: set[int] = set()
+        self._book: RoutedJobs | None = None
 
-    def _read(self, job_id: int) -> Job:
-        job = self.store.get_job(job_id)
-        if job is None:
-            raise not_found(f"no job {job_id}")
-        return job
+    # -- the routed jobs ----------------------------------------------------------------
+    @property
+    def book(self) -> RoutedJobs:
+        """The routed jobs (read from the store at first use, then kept in step)."""
+        if self._book is None:
+            self._book = RoutedJobs(self.store.list_jobs())
+        return self._book
 
+    def save(self, job: Job, links: frozenset[Link] | None = None) -> None:
+        """Save a job to the store and note it among the routed jobs."""
+        self.store.save_job(job)
+        self.book.note(job, links)
+
+    # -- a job's routes -----------------------------------------------------------------
     def route_if_ready(self, job: Job) -> Job:
         """Route a started job once all its ranks are known (``job`` has its processes)."""
         if job.state is JobState.STARTING and job.all_registered():
             return self.route(job)
         return job
 
-    def route(self, job: Job, *, release: bool = True) -> Job:
-        """Compute and install the job's routes; any failure leaves it on DEFAULT.
-
-        With ``release`` the routes are computed outside the adapter's lock
-        (:meth:`_plan`); a job already being routed by another call is returned as
-        it is (STARTING: GetJob and WaitRoutes see the outcome)."""
+    def route(self, job: Job) -> Job:
+        """Plan (lock released), commit and install the job's routes; any failure
+        leaves it on DEFAULT.  A job already being routed by another call is returned
+        as it is (STARTING: GetJob and WaitRoutes see the outcome)."""
         if job.job_id in self._planning:
             return job
         self._planning.add(job.job_id)
         try:
-            for _ in range(REPLANS if release else 0):
-                routed = self._route_now(job, release=True)
-                if routed is not None:
-                    return routed
-                # changed while its routes were computed: finished, or to route again
-                job = self._read(job.job_id)
-                if job.state is not JobState.STARTING or not job.all_registered():
-                    return job
-            routed = self._route_now(job, release=False)  # holding the lock: no change
-            assert routed is not None
-            return routed
+            t0, why = self.clock(), ""
+            for attempt in range(REPLANS + 1):
+                done = self._attempt(job, t0, last=attempt == REPLANS)
+                if isinstance(done, Job):
+                    return done
+                job, why = done
+            return self._give_up(job, why)
         finally:
             self._planning.discard(job.job_id)
 
-    def _route_now(self, job: Job, release: bool) -> Job | None:
-        """One attempt of :meth:`_route`; ``None`` if the job changed meanwhile.
-
-        The routed jobs are read from the store once before planning (their load) and,
-        if the lock was released meanwhile, once after (their host pairs, and the
-        snapshot rebalancing works on)."""
-        t0 = self.clock()
-        moved: dict[int, tuple[RoutePair, ...]] = {}
+    def _attempt(self, job: Job, t0: float, last: bool) -> Job | tuple[Job, str]:
+        """Plan once and commit: the job as it ends up, or (the job, why) to plan it
+        again."""
+        snap = self.book.snapshot()
+        self._computing.add(job.job_id)
         try:
-            routed = self._evict_user_jobs(job, self._routed(job.job_id))
             topo = self.controller.topology()
-            planned = self._plan(job, topo, release, [j.routes for j in routed.values()])
-            if planned is None:
-                return None
-            job, plan = planned
-            routed = self._routed(job.job_id) if release else routed
-            routes, shared = self._unshared(job, plan, routed)
+            with self.unlocked():
+                plan = self._plan(job, topo, snap)
+        except Exception as exc:
+            self._computing.discard(job.job_id)
+            now = self._changed(job)
+            if now is None:
+                return self._after_change(job)
+            if isinstance(exc, SdnMpiError):
+                return self._fail(now, f"routing failed: {exc}")
+            return self._fail(now, f"routing failed (internal error): {exc!r}", exc)
+        self._computing.discard(job.job_id)
+        now = self._changed(job)
+        if now is None:
+            return self._after_change(job)
+        stale = self.book.stale(snap, plan.links, ignore=(job.job_id,))
+        if stale and not last:
+            log.info("job %d: job(s) %s routed meanwhile use its links: planned again",
+                     job.job_id, stale)  # fmt: skip
+            return now, f"job(s) {stale} routed meanwhile use its links"
+        note = ""
+        if stale:
+            note = (f"planned against the load before job(s) {stale} were routed "
+                    f"({REPLANS + 1} tries)")  # fmt: skip
+        return self._commit(now, plan, t0, note)
+
+    def _plan(self, job: Job, topo: Topology, snap: Snapshot) -> _Plan:
+        """The job's routes on ``snap`` (run with the lock released)."""
+        routed = snap.routed(but=job.job_id)
+        for evicted in _evictable(job, routed):  # they give way when this one commits
+            del routed[evicted]
+        others = tuple(j.routes for j in routed.values())
+        routes = self.planner(PlanRequest(topo, job, others))
+        mine, taken = _unshared(routes, routed)
+        return _Plan(mine, switch_links(mine), taken, snap)
+
+    def _commit(self, job: Job, plan: _Plan, t0: float, note: str) -> Job:
+        """Install the plan (lock held): pairs taken since the snapshot are left out."""
+        try:
+            self._evict_user_jobs(job)
+        except SdnMpiError as exc:
+            return self._fail(job, f"routing failed: {exc}")
+        routes, taken = _unshared(plan.routes, self.book.since(plan.snap, but=job.job_id))
+        links = plan.links if len(routes) == len(plan.routes) else None
+        shared = _shared_note({**plan.taken, **taken})
+        try:
             if not routes:
-                why = shared or "the pattern sends nothing between hosts"
-                job = self._default(job, why)
+                job = self._default(job, shared or "the pattern sends nothing between hosts")
             else:
-                routes, moved = rebalance.rebalanced(job, routes, routed, topo, self.rebalance)
                 result = self.controller.install(job.job_id, planning.pairs_of(routes))
                 install = dataclasses.replace(result, install_s=self.clock() - t0)
+                detail = "; ".join(filter(None, (shared, note)))
                 job = dataclasses.replace(
-                    job, state=JobState.ROUTED, routes=routes, install=install, detail=shared
+                    job, state=JobState.ROUTED, routes=routes, install=install, detail=detail
                 )
         except SdnMpiError as exc:
             job = self._default(job, f"routing failed: {exc}")
-        except Exception as exc:  # a router bug must not fail the job's start
-            log.exception("job %d: routing crashed", job.job_id)
-            job = self._default(job, f"routing failed (internal error): {exc!r}")
-        self.store.save_job(job)
+        self.save(job, links)
         log.info("job %d: %s %s", job.job_id, job.state.name, job.detail)
         if job.state is JobState.ROUTED:
-            self._move(job.job_id, moved)
+            again = self.book.removed_since(plan.snap)  # load went away while planned
+            self.background(functools.partial(self._rebalance, job.job_id, None, again))
         return job
 
-    def _routed(self, but: int) -> dict[int, Job]:
-        """The routed jobs other than job ``but``, by id: one read of the store."""
-        return {
-            j.job_id: j
-            for j in self.store.list_jobs()
-            if j.state is JobState.ROUTED and j.job_id != but
-        }
+    def _fail(self, job: Job, detail: str, crash: Exception | None = None) -> Job:
+        """The job on default routes, saved, and why, logged once (with the traceback
+        of a crash: a router bug must not fail the job's start)."""
+        job = self._default(job, detail)
+        self.save(job)
+        if crash is None:
+            log.warning("job %d: %s", job.job_id, job.detail)
+        else:
+            log.error("job %d: %s", job.job_id, job.detail, exc_info=crash)
+        return job
 
-    def _evict_user_jobs(self, job: Job, routed: dict[int, Job]) -> dict[int, Job]:
-        """A scheduler job's hosts are its own: user jobs routed between them go to
-        default routes (the scheduler's job wins the host pairs).  The routed jobs
-        that remain."""
-        if not is_scheduler_job(job.job_id):
-            return routed
-        hosts = {p.node for p in job.processes}
-        for other in list(routed.values()):
-            if is_scheduler_job(other.job_id):
-                continue
-            if any(r.src in hosts and r.dst in hosts for r in other.routes):
-                del routed[other.job_id]
-                self.controller.remove(other.job_id)
-                detail = f"host pairs taken by scheduler job {job.job_id}: default routes"
-                self.store.save_job(dataclasses.replace(
-                    other, state=JobState.DEFAULT, routes=(), install=Install(), detail=detail
-                ))  # fmt: skip
-                log.info("job %d: %s", other.job_id, detail)
-        return routed
+    def _after_change(self, job: Job) -> Job | tuple[Job, str]:
+        """The job changed while planned: to plan again if it was re-patterned (still
+        starting), else as it is now; a job finished meanwhile says nothing was
+        installed."""
+        now = self.store.get_job(job.job_id)
+        if now is None:
+            return job
+        if now.state is JobState.STARTING and now.all_registered():
+            return now, "its pattern changed while it was planned"
+        if now.state is JobState.FINISHED and job.state is JobState.STARTING:
+            detail = "finished before its routes were committed: nothing installed"
+            now = dataclasses.replace(now, detail="; ".join(filter(None, (now.detail, detail))))
+            self.save(now)
+            log.info("job %d: %s", now.job_id, detail)
+        return now
 
-    def _move(self, new_job: int, moved: dict[int, tuple[RoutePair, ...]]) -> None:
-        """Install the new routes of running jobs moved for ``new_job``.  The controller
-        replaces a job's routes or keeps the old ones on error; the store follows it."""
-        for job_id, routes in moved.items():
-            job = self.store.get_job(job_id)
-            if job is None or job.state is not JobState.ROUTED:
-                continue
-            try:
-                self.controller.install(job_id, planning.pairs_of(routes))
-            except SdnMpiError as exc:
-                log.warning("job %d: not moved for job %d: %s", job_id, new_job, exc)
-                continue
-            self.store.save_job(dataclasses.replace(job, routes=routes))
-            log.info("job %d: %d host pair(s) moved for job %d", job_id, len(routes), new_job)
-
-    @staticmethod
-    def _unshared(
-        job: Job, routes: tuple[RoutePair, ...], routed: Mapping[int, Job]
-    ) -> tuple[tuple[RoutePair, ...], str]:
-        """The routes whose host pair no other routed job holds, and a note on the others.
-
-        The controller routes a host pair for one job at a time (jobs sharing nodes):
-        such a pair keeps the other job's path, and this job gets the rest."""
-        holder = {(r.src, r.dst): j.job_id for j in routed.values() for r in j.routes}
-        mine = tuple(r for r in routes if (r.src, r.dst) not in holder)
-        taken = sorted({holder[(r.src, r.dst)] for r in routes if (r.src, r.dst) in holder})
-        if not taken:
-            return mine, ""
-        n = len(routes) - len(mine)
-        jobs = ", ".join(map(str, taken))
-        return mine, f"{n} host pair(s) shared with job {jobs} keep that job's routes"
-
-    def _plan(
-        self, job: Job, topo: Topology, release: bool, others: list[tuple[RoutePair, ...]]
-    ) -> tuple[Job, tuple[RoutePair, ...]] | None:
-        """The job (read again) and its routes against the routed jobs' load; ``None``
-        if, with ``release``, the job changed while the lock was released.
-
-        The pattern is decoded and routed in :attr:`unlocked`; jobs routed meanwhile
-        are not in ``others`` (their load is missed, never their host pairs:
-        :meth:`_unshared` runs after, under the lock, and rebalancing sees all)."""
-
-        def compute() -> tuple[RoutePair, ...]:
-            pattern = patternfile.from_json(job.pattern_json, f"job {job.job_id} pattern")
-            return planning.plan(topo, pattern, job.processes, job.router, others)
-
-        if not release:
-            return job, compute()
-        try:
-            with self.unlocked():
-                routes = compute()
-        except Exception:
-            if self._changed(job) is not None:
-                raise  # the job is as it was: its routing failed (DEFAULT, _route_now)
-            return None
-        now = self._changed(job)
-        return None if now is None else (now, routes)
+    def _give_up(self, job: Job, why: str) -> Job:
+        """Planned too many times: DEFAULT if the job still waits for routes."""
+        now = self.store.get_job(job.job_id)
+        if now is None or now.state is not JobState.STARTING:
+            return now or job
+        return self._fail(now, f"not routed: {why}, {REPLANS + 1} times; default routes")
 
     def _changed(self, job: Job) -> Job | None:
         """``job`` as the store has it now, or ``None`` if it is no longer the job that
@@ -244,6 +273,19 @@ class JobRouting:
             return None
         return now
 
+    def _evict_user_jobs(self, job: Job) -> None:
+        """A scheduler job's hosts are its own: user jobs routed between them go to
+        default routes (the scheduler's job wins the host pairs)."""
+        routed = self.book.jobs()
+        for evicted in _evictable(job, routed):
+            other = routed[evicted]
+            self.controller.remove(other.job_id)
+            detail = f"host pairs taken by scheduler job {job.job_id}: default routes"
+            self.save(dataclasses.replace(
+                other, state=JobState.DEFAULT, routes=(), install=Install(), detail=detail
+            ))  # fmt: skip
+            log.info("job %d: %s", other.job_id, detail)
+
     def _default(self, job: Job, detail: str) -> Job:
         """The job on default routes; whatever the controller may hold for it is removed."""
         try:
@@ -254,25 +296,98 @@ class JobRouting:
             job, state=JobState.DEFAULT, routes=(), install=Install(), detail=detail
         )
 
+    # -- rebalancing ----------------------------------------------------------------------
+    def ended(self, job: Job) -> None:
+        """A routed job ended (``job`` as it was routed): re-plan the jobs that gain."""
+        if job.routes:
+            self.background(functools.partial(self._rebalance, None, job, False))
+
+    def _rebalance(self, arrived: int | None, ended: Job | None, again: bool) -> None:
+        """Move running jobs for an arrival or an end: planned on a snapshot with the
+        lock released, each move committed if the job it moves did not change and no
+        job routed meanwhile uses its new links; stale moves start the pass again (at
+        most :data:`REPLANS` more times).  Never raises: jobs stay where they are."""
+        cause = arrived if arrived is not None else ended.job_id if ended else None
+        try:
+            self._yield_to_calls()
+            for _ in range(REPLANS + 1):
+                snap = self.book.snapshot()
+                topo = self.controller.topology()
+                with self.unlocked():
+                    moves = self._moves(arrived, ended, again, snap, topo)
+                if not self._commit_moves(moves, snap, cause):
+                    return
+            log.info("rebalancing for job %s: moves that went stale dropped", cause)
+        except Exception:
+            log.exception("rebalancing for job %s failed", cause)
+
+    def _yield_to_calls(self) -> None:
+        """Wait (lock released) while calls' plans are computed, :attr:`yield_s` at
+        most: in one process they share the processor, and a call waits for its own."""
+        waited = 0.0
+        while self._computing and waited < self.yield_s:
+            with self.unlocked():
+                time.sleep(0.02)
+            waited += 0.02
+
+    def _moves(
+        self, arrived: int | None, ended: Job | None, again: bool, snap: Snapshot, topo: Topology
+    ) -> dict[int, tuple[Routes, frozenset[Link]]]:
+        routed = snap.routed()
+        if arrived is not None:
+            found = rebalance.for_arrival(
+                arrived, routed, topo, self.rebalance, self.planner, again=again
+            )
+        else:
+            assert ended is not None
+            found = rebalance.for_end(ended, routed, topo, self.rebalance, self.planner)
+        return {j: (routes, switch_links(routes)) for j, routes in found.items()}
+
+    def _commit_moves(
+        self,
+        moves: Mapping[int, tuple[Routes, frozenset[Link]]],
+        snap: Snapshot,
+        cause: int | None,
+    ) -> list[int]:
+        """Install the moves that still hold; the jobs whose move went stale."""
+        stale = []
+        for job_id, (routes, links) in moves.items():
+            if self.book.changed(job_id, snap) or self.book.stale(snap, links, ignore=moves):
+                stale.append(job_id)
+                continue
+            entry = self.book.get(job_id)
+            assert entry is not None
+            try:
+                self.controller.install(job_id, planning.pairs_of(routes))
+            except SdnMpiError as exc:
+                log.warning("job %d: not moved for job %s: %s", job_id, cause, exc)
+                continue
+            self.save(dataclasses.replace(entry.job, routes=routes), links)
+            log.info("job %d: %d host pair(s) moved for job %s", job_id, len(routes), cause)
+        return stale
+
+    # -- the controller -------------------------------------------------------------------
     def reconcile(self) -> Reconciled:
         """Make the controller's job routes match the store (at start, and periodically).
 
         A routed job the controller lacks (or holds differently) is reinstalled; a
-        started job whose ranks are all known is routed; a job id the controller
-        holds that is not routed in the store (finished, unknown) is removed.  Ids
-        above the manager's range (the controller's measurement jobs) are left alone.
+        started job whose ranks are all known is routed (in :attr:`background`); a
+        job id the controller holds that is not routed in the store (finished,
+        unknown) is removed.  Ids above the manager's range (the controller's
+        measurement jobs) are left alone.
         """
         held = self.controller.jobs()
         done: dict[str, list[int]] = {"reinstalled": [], "routed": [], "removed": [], "failed": []}
-        for job in self.store.list_jobs():
+        jobs = self.store.list_jobs()
+        self.book.sync(jobs)
+        for job in jobs:
             if job.state is JobState.ROUTED and held.get(job.job_id) != planning.pairs_of(
                 job.routes
             ):
                 ok = self._reinstall(job)
                 done["reinstalled" if ok else "failed"].append(job.job_id)
             elif job.state is JobState.STARTING and job.all_registered():
-                routed = self.route(job, release=False)  # the loop's list stays true
-                done["routed" if routed.state is JobState.ROUTED else "failed"].append(job.job_id)
+                done["routed"].append(job.job_id)
         for job_id in sorted(held):
             if job_id > MAX_JOB_ID:  # not a job id of ours: a measurement (pattern record)
                 continue
@@ -280,14 +395,52 @@ class JobRouting:
             if now is None or now.state is not JobState.ROUTED:
                 self.controller.remove(job_id)
                 done["removed"].append(job_id)
+        for job_id in done["routed"]:
+            self.background(functools.partial(self._route_stored, job_id))
         out = Reconciled(**{k: tuple(v) for k, v in done.items()})
         log.info("reconciled with the controller: %s", out)
         return out
+
+    def _route_stored(self, job_id: int) -> None:
+        job = self.store.get_job(job_id)
+        if job is not None:
+            self.route_if_ready(job)
 
     def _reinstall(self, job: Job) -> bool:
         try:
             self.controller.install(job.job_id, planning.pairs_of(job.routes))
         except SdnMpiError as exc:
-            self.store.save_job(self._default(job, f"reinstall after restart failed: {exc}"))
+            self.save(self._default(job, f"reinstall after restart failed: {exc}"))
             return False
         return True
+
+
+def _evictable(job: Job, routed: Mapping[int, Job]) -> list[int]:
+    """The user jobs of ``routed`` that a scheduler ``job`` evicts: those with a route
+    between two of its hosts (none if ``job`` is a user's)."""
+    if not is_scheduler_job(job.job_id):
+        return []
+    hosts = {p.node for p in job.processes}
+    return [
+        j
+        for j, other in routed.items()
+        if not is_scheduler_job(j) and any(r.src in hosts and r.dst in hosts for r in other.routes)
+    ]
+
+
+def _unshared(routes: Routes, routed: Mapping[int, Job]) -> tuple[Routes, dict[Pair, int]]:
+    """The routes whose host pair none of ``routed`` holds, and the others' holders.
+
+    The controller routes a host pair for one job at a time (jobs sharing nodes):
+    such a pair keeps the other job's path, and this job gets the rest."""
+    holder = {(r.src, r.dst): j.job_id for j in routed.values() for r in j.routes}
+    mine = tuple(r for r in routes if (r.src, r.dst) not in holder)
+    taken = {(r.src, r.dst): holder[(r.src, r.dst)] for r in routes if (r.src, r.dst) in holder}
+    return mine, taken
+
+
+def _shared_note(taken: Mapping[Pair, int]) -> str:
+    if not taken:
+        return ""
+    jobs = ", ".join(map(str, sorted(set(taken.values()))))
+    return f"{len(taken)} host pair(s) shared with job {jobs} keep that job's routes"

@@ -25,8 +25,7 @@ the granularity of jobs).
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -35,10 +34,11 @@ import numpy as np
 from sdnmpi.core.pattern import Pattern
 from sdnmpi.core.placement import Placement
 from sdnmpi.core.routing import Demands, Fabric, Routing, route, validate
-from sdnmpi.core.routing.model import FloatArray
-from sdnmpi.core.topology import Arc, Topology
+from sdnmpi.core.routing.model import FloatArray, IntArray
+from sdnmpi.core.topology import Topology
 from sdnmpi.errors import RoutingError
-from sdnmpi.manager.model import Process, RoutePair
+from sdnmpi.manager import patternfile
+from sdnmpi.manager.model import Job, Process, RoutePair
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,7 +59,8 @@ def arc_bytes(fabric: Fabric, routes: Iterable[RoutePair]) -> FloatArray:
     """Bytes each arc carries under ``routes``.  A hop written ``node:port`` takes
     that port's cable; a plain hop between parallel links shares them evenly.
 
-    Hops the fabric no longer has (a link went down) are skipped.
+    Hops the fabric no longer has (a link went down) are skipped.  Only the names
+    are read in Python; the arcs are looked up for every hop at once.
 
     >>> from sdnmpi.core.generators import leaf_spine
     >>> fab = Fabric(leaf_spine(1, 2, 1))
@@ -67,23 +68,55 @@ def arc_bytes(fabric: Fabric, routes: Iterable[RoutePair]) -> FloatArray:
     >>> int(arc_bytes(fab, [RoutePair("h1", "h2", path, 100.0)]).sum())
     400
     """
-    out = np.zeros(fabric.narcs, dtype=np.float64)
-    topo = fabric.topology
-    between = _arcs_between(fabric)
-    for r in routes:
-        hops = [topo.hop(name) for name in r.path]
-        for (u, port), (v, _) in itertools.pairwise(hops):
-            arcs = [a for a in between.get((u, v), ()) if port in (None, a.src_port)]
-            for a in arcs:
-                out[a.index] += r.size_bytes / len(arcs)
-    return out
+    routes = list(routes)
+    hop_of = _hop_reader(fabric)
+    hops = [hop_of(name) for r in routes for name in r.path]
+    if len(hops) < 2:
+        return np.zeros(fabric.narcs, dtype=np.float64)
+    node, port = np.array(hops, dtype=np.int64).reshape(-1, 2).T
+    lengths = np.array([len(r.path) for r in routes], dtype=np.int64)
+    size = np.repeat(np.array([r.size_bytes for r in routes], dtype=np.float64), lengths)
+    inner = np.ones(node.size, dtype=bool)  # hop i -> i + 1 within one route
+    inner[np.cumsum(lengths) - 1] = False
+    step = np.flatnonzero(inner[:-1] & (node[:-1] >= 0) & (node[1:] >= 0))
+    return _spread(fabric, node[step], node[step + 1], port[step], size[step])
 
 
-def _arcs_between(fabric: Fabric) -> dict[tuple[str, str], list[Arc]]:
-    table: dict[tuple[str, str], list[Arc]] = {}
-    for a in fabric.topology.arcs:
-        table.setdefault((a.src, a.dst), []).append(a)
-    return table
+def _hop_reader(fabric: Fabric) -> Callable[[str], tuple[int, int]]:
+    """Path element -> (node index or -1 if gone, out port or -1): :meth:`Topology.hop`."""
+    topo, index = fabric.topology, fabric.index
+    seen: dict[str, tuple[int, int]] = {}
+
+    def read(name: str) -> tuple[int, int]:
+        found = seen.get(name)
+        if found is None:
+            node, port = topo.hop(name)
+            found = seen[name] = (index.get(node, -1), -1 if port is None else port)
+        return found
+
+    return read
+
+
+def _spread(
+    fabric: Fabric, u: IntArray, v: IntArray, port: IntArray, size: FloatArray
+) -> FloatArray:
+    """Bytes per arc of hops ``u -> v`` carrying ``size`` each: over the arc leaving by
+    ``port``, or shared evenly by the parallel arcs where ``port`` is -1."""
+    n = fabric.nnodes
+    key = fabric.arc_src * n + fabric.arc_dst
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    want = u * n + v
+    lo = np.searchsorted(sorted_key, want, "left")
+    count = np.searchsorted(sorted_key, want, "right") - lo
+    hop = np.repeat(np.arange(want.size), count)
+    arc = order[lo[hop] + np.arange(hop.size) - np.repeat(np.cumsum(count) - count, count)]
+    src_port = np.array([a.src_port for a in fabric.topology.arcs], dtype=np.int64)
+    ok = (port[hop] < 0) | (src_port[arc] == port[hop])
+    hop, arc = hop[ok], arc[ok]
+    share = np.bincount(hop, minlength=want.size)
+    out = np.bincount(arc, weights=size[hop] / share[hop], minlength=fabric.narcs)
+    return out.astype(np.float64, copy=False)
 
 
 def relative_load(load: FloatArray) -> FloatArray:
@@ -149,6 +182,19 @@ def overlap(fabric: Fabric, load: FloatArray, other: FloatArray) -> float:
     return float(load[both].sum())
 
 
+def nearby(fabric: Fabric, load: FloatArray, other: FloatArray) -> float:
+    """Bytes of ``load`` on switch-to-switch arcs that start or end at a switch whose
+    switch-to-switch arcs ``other`` uses (0: none).  A job near an ended one may gain
+    from the links that job freed, even if it avoided them while it ran."""
+    inner = ~fabric.is_host_arc
+    used = (other > 0) & inner
+    nodes = np.zeros(fabric.nnodes, dtype=bool)
+    nodes[fabric.arc_src[used]] = True
+    nodes[fabric.arc_dst[used]] = True
+    near = inner & (load > 0) & (nodes[fabric.arc_src] | nodes[fabric.arc_dst])
+    return float(load[near].sum())
+
+
 def demands_for(fabric: Fabric, pattern: Pattern, processes: Sequence[Process]) -> Demands:
     """Host-to-host flows of ``pattern`` with rank r on ``processes``' node of rank r,
     one per host pair and phase (:meth:`Demands.per_host_pair`): the switches hold one
@@ -177,24 +223,72 @@ def plan(
     return pair_routes(fabric, demands, routing)
 
 
+@dataclass(frozen=True)
+class PlanRequest:
+    """What planning a job takes: the live topology, the job (its pattern snapshot,
+    ranks and router) and the routes of the jobs whose load it is planned against."""
+
+    topology: Topology
+    job: Job
+    others: tuple[tuple[RoutePair, ...], ...] = ()
+
+
+#: Computes a job's routes (:func:`plan_job`; tests pass slow or failing ones).
+Planner = Callable[[PlanRequest], tuple[RoutePair, ...]]
+
+
+def plan_job(req: PlanRequest) -> tuple[RoutePair, ...]:
+    """:func:`plan` for a job as the store keeps it (its pattern decoded first)."""
+    job = req.job
+    pattern = patternfile.from_json(job.pattern_json, f"job {job.job_id} pattern")
+    return plan(req.topology, pattern, job.processes, job.router, req.others)
+
+
 def pair_routes(fabric: Fabric, demands: Demands, routing: Routing) -> tuple[RoutePair, ...]:
-    """One path per host pair (the path with most of the pair's bytes), with the pair's
-    bytes; a hop over one of several parallel links names its port (``leaf1:3``)."""
-    weight = demands.size_bytes * demands.phase_repeat[demands.phase]
-    topo = fabric.topology
-    best: dict[tuple[str, str], dict[tuple[str, ...], float]] = {}
-    for i in range(len(demands)):
-        arcs = routing.path(i)
-        if not arcs:
-            raise RoutingError(f"{routing.router}: flow {i} has no path")
-        path = tuple(topo.path_names([topo.arcs[a] for a in arcs]))
-        by_path = best.setdefault((path[0], path[-1]), {})
-        by_path[path] = by_path.get(path, 0.0) + float(weight[i])
+    """One path per host pair (the path with most of the pair's bytes, the first found
+    on a tie), with the pair's bytes, sorted by names; a hop over one of several
+    parallel links names its port (``leaf1:3``).  Flows are grouped by their arc rows
+    with numpy, so only the chosen paths become names."""
+    arcs = routing.arcs
+    if not len(demands):
+        return ()
+    if arcs.shape[1] == 0 or (arcs[:, 0] < 0).any():
+        bad = 0 if arcs.shape[1] == 0 else int(np.flatnonzero(arcs[:, 0] < 0)[0])
+        raise RoutingError(f"{routing.router}: flow {bad} has no path")
+    weight = (demands.size_bytes * demands.phase_repeat[demands.phase]).astype(np.float64)
+    _, path_id = np.unique(arcs, axis=0, return_inverse=True)
+    keys = np.stack([demands.src, demands.dst, path_id.reshape(-1)], axis=1)
+    groups, first, group_of = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    group_bytes = np.bincount(group_of.reshape(-1), weights=weight, minlength=len(groups))
+    # per pair (groups are sorted by pair): most bytes, then the first flow's path
+    order = np.lexsort((first, -group_bytes, groups[:, 1], groups[:, 0]))
+    pair_key = groups[order, :2]
+    lead = np.r_[True, np.any(pair_key[1:] != pair_key[:-1], axis=1)]
+    chosen = order[lead]
+    pair_of_group = np.cumsum(lead) - 1
+    pair_bytes = np.bincount(pair_of_group, weights=group_bytes[order], minlength=len(chosen))
+    labels = _arc_labels(fabric)
+    names = fabric.names
     out = []
-    for (src, dst), by_path in sorted(best.items()):
-        path = max(by_path, key=lambda p: by_path[p])
-        out.append(RoutePair(src, dst, path, sum(by_path.values())))
+    for g, total in zip(chosen.tolist(), pair_bytes.tolist(), strict=True):
+        row = arcs[first[g]]
+        row = row[row >= 0].tolist()
+        path = (*(labels[a] for a in row), names[int(fabric.arc_dst[row[-1]])])
+        out.append(RoutePair(path[0], path[-1], path, total))
+    out.sort(key=lambda r: (r.src, r.dst))
     return tuple(out)
+
+
+def _arc_labels(fabric: Fabric) -> list[str]:
+    """Each arc's source as a path names it: ``node:out_port`` where parallel links
+    join the same two nodes, else ``node`` (:meth:`Topology.path_names`)."""
+    ends = np.stack([fabric.arc_src, fabric.arc_dst], axis=1)
+    _, inverse, counts = np.unique(ends, axis=0, return_inverse=True, return_counts=True)
+    parallel = counts[inverse.reshape(-1)] > 1
+    return [
+        f"{a.src}:{a.src_port}" if many else a.src
+        for a, many in zip(fabric.topology.arcs, parallel.tolist(), strict=True)
+    ]
 
 
 def pairs_of(routes: Iterable[RoutePair]) -> dict[tuple[str, str], list[str]]:

@@ -9,6 +9,8 @@
   per line (``#`` comments).  Tokens are never accepted without TLS.
 * At start, and every ``reconcile_interval_s``, the store is reconciled with the
   controller (:meth:`ManagerService.reconcile`).
+* Jobs' routes are planned with the lock released; rebalancing after a job arrives
+  or ends runs on a thread of its own (:mod:`~sdnmpi.manager.background`).
 * SIGTERM or SIGINT stops it gracefully: in-flight calls get a grace period.
 """
 
@@ -27,6 +29,7 @@ from typing import Any
 import grpc
 
 from sdnmpi.errors import ConfigError, SdnMpiError
+from sdnmpi.manager.background import Background
 from sdnmpi.manager.files import read_secret
 from sdnmpi.manager.grpcapi import (
     MAX_MESSAGE_BYTES,
@@ -49,6 +52,9 @@ from sdnmpi.manager.service import ManagerService, released
 from sdnmpi.wire import manager_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
+
+#: Seconds rebalancing waits for calls' plans to be computed before its own.
+YIELD_S = 30.0
 
 #: Worker threads kept from WaitRoutes for every other call (half the workers at most).
 RESERVED_WORKERS = 32
@@ -125,8 +131,12 @@ class ManagerServer:
         self.workers = workers
         self.reconcile_interval_s = reconcile_interval_s
         self.cond = threading.Condition()
-        # a job's routes are computed with the lock released: nobody waits for a router
+        # a job's routes are computed with the lock released: nobody waits for a router;
+        # rebalancing and reconcile's routing run on a thread of their own
         service.unlocked = functools.partial(released, self.cond)
+        self.background = Background(self.cond)
+        service.routing.background = self.background.submit
+        service.routing.yield_s = YIELD_S
         self.table = PeerTable()
         self.rewrite = rewrite
         self._servers: list[Any] = []
@@ -222,6 +232,7 @@ class ManagerServer:
     def stop(self, grace_s: float = 5.0) -> None:
         """Stop listening; calls in flight get ``grace_s`` to finish."""
         self._stopping.set()
+        self.background.stop()
         for front in [*self._proxies, *self._fronts]:
             front.stop()
         events = [s.stop(grace_s) for s in self._servers]

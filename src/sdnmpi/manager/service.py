@@ -10,10 +10,11 @@ Pure in the house sense: no gRPC, no database, no sockets.  The store
 the clock are passed in; every call takes the :class:`~sdnmpi.manager.model.Caller`
 that the adapter authenticated.  Calls are not thread-safe: the adapter
 serializes them (one lock, which WaitRoutes also waits on), except that a job's
-routes are computed with that lock released (:attr:`ManagerService.unlocked`): a
-router may take seconds to minutes on a large job, and nobody else waits for it.
-The job is read again when the lock is back, and the routes are dropped if it
-changed meanwhile (finished, re-patterned).
+routes are planned with that lock released (:attr:`ManagerService.unlocked`) on a
+snapshot of the routed jobs, and committed when the lock is back unless the job
+changed (finished: nothing installed; re-patterned: planned again) or a job routed
+meanwhile took the plan's links (planned again); rebalancing after an arrival or an
+end runs in :attr:`JobRouting.background` (:mod:`sdnmpi.manager.jobrouting`).
 
 State machine (``JobState`` in ``manager.proto``)::
 
@@ -303,10 +304,10 @@ class ManagerService:
         if not job.pattern_json:
             detail = "; ".join(filter(None, (job.detail, "no pattern: default routes")))
             job = dataclasses.replace(job, state=JobState.DEFAULT, started_s=now, detail=detail)
-            self.store.save_job(job)
+            self.routing.save(job)
             return job
         job = dataclasses.replace(job, state=JobState.STARTING, started_s=now)
-        self.store.save_job(job)
+        self.routing.save(job)
         return self.routing.route_if_ready(job)
 
     def finish_job(self, caller: Caller, job_id: int) -> Job:
@@ -326,10 +327,11 @@ class ManagerService:
         if job.state is JobState.FINISHED:
             return job
         held = job.state in (JobState.ROUTED, JobState.STARTING)
+        was = self.routing.book.get(job_id)
         job = dataclasses.replace(
             job, state=JobState.FINISHED, finished_s=self.clock(), pattern_json=b""
         )
-        self.store.save_job(job)
+        self.routing.save(job)
         if held:
             try:
                 self.controller.remove(job_id)
@@ -337,8 +339,10 @@ class ManagerService:
                 detail = f"route removal failed ({exc}); retried at the next reconcile"
                 log.warning("job %d: %s", job_id, detail)
                 job = dataclasses.replace(job, detail=detail)
-                self.store.save_job(job)
+                self.routing.save(job)
         log.info("job %d finished", job_id)
+        if was is not None:
+            self.routing.ended(was.job)  # the jobs that shared its links may gain
         return job
 
     def get_job(self, caller: Caller, job_id: int) -> Job:
@@ -414,7 +418,7 @@ class ManagerService:
         job = dataclasses.replace(job, pattern_name=name, pattern_json=stored.json, detail="")
         if job.state in (JobState.ROUTED, JobState.DEFAULT):
             job = dataclasses.replace(job, state=JobState.STARTING)
-        self.store.save_job(job)
+        self.routing.save(job)
         return self.routing.route_if_ready(job)
 
     @property

@@ -15,12 +15,17 @@ never lets a path transit a host.  The pieces:
 * :func:`dijkstra`: a plain binary-heap Dijkstra for the per-pair routers.
 * :func:`lag_leader` / :func:`lag_members`: aggregated links as one logical port.
 
-Results that depend only on the fabric are cached per :class:`Fabric` object.
+Results that depend only on the fabric's wiring (never on capacities or latencies)
+are cached per :class:`~sdnmpi.core.topology.Topology` object, so every fabric of one
+topology shares them: the manager routes each job on a fabric of its own (capacities
+reduced by the other jobs' load), and D-mod-K's table alone took a second on
+fat_tree(16).
 """
 
 from __future__ import annotations
 
 import heapq
+import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,18 +46,34 @@ UNREACHABLE = 1 << 30
 CHUNK = 1 << 17
 
 _T = TypeVar("_T")
-_CACHE: weakref.WeakKeyDictionary[Fabric, dict[str, Any]] = weakref.WeakKeyDictionary()
+#: id(topology) -> its cached tables (topologies compare by value, so they are not
+#: hashable; an entry goes when its topology does).
+_CACHE: dict[int, dict[str, Any]] = {}
+_CACHE_LOCK = threading.RLock()  # re-entered by a finalizer run by the GC
 
 #: ``step(flows, nodes, hop) -> arcs``: the arc each flow takes from its current node.
 Step = Callable[[IntArray, IntArray, int], IntArray]
 
 
 def memo(fabric: Fabric, key: str, build: Callable[[], _T]) -> _T:
-    """``build()`` once per fabric and key (the fabric is immutable)."""
-    slot = _CACHE.setdefault(fabric, {})
-    if key not in slot:
-        slot[key] = build()
-    return cast(_T, slot[key])
+    """``build()`` once per topology and key (topologies are immutable); ``build`` must
+    depend on the wiring only, not on capacities or latencies.  Threads may build the
+    same value at once; one is kept."""
+    with _CACHE_LOCK:
+        slot = _CACHE.get(id(fabric.topology))
+        if slot is None:
+            slot = _CACHE[id(fabric.topology)] = {}
+            weakref.finalize(fabric.topology, _forget, id(fabric.topology))
+        if key in slot:
+            return cast(_T, slot[key])
+    value = build()
+    with _CACHE_LOCK:
+        return cast(_T, slot.setdefault(key, value))
+
+
+def _forget(topology_id: int) -> None:
+    with _CACHE_LOCK:
+        _CACHE.pop(topology_id, None)
 
 
 def readonly(arr: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -155,8 +176,12 @@ def nth_true(mask: BoolArray, k: IntArray) -> IntArray:
     >>> nth_true(np.array([[True, False, True], [False, True, True]]), np.array([1, 0]))
     array([2, 1])
     """
-    ranks = np.cumsum(mask, axis=1, dtype=np.int32)
-    out: IntArray = np.argmax(ranks > np.expand_dims(k, 1), axis=1).astype(np.int64)
+    out: IntArray = np.zeros(k.shape, dtype=np.int64)
+    seen = np.zeros(k.shape, dtype=np.int64)  # Trues before column j (one pass per column:
+    for j in range(mask.shape[1]):  # a cumulative sum along a middle axis is slow)
+        column = mask[:, j]
+        out[column & (seen == k)] = j
+        seen += column
     return out
 
 
