@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sdnmpi import catalog
 from sdnmpi.core.generators import fat_tree
@@ -18,6 +19,8 @@ from sdnmpi.core.routing import Demands, Fabric, route
 from sdnmpi.sim import FlowSet, Platform, parse_protocol
 from sdnmpi.sim.batch import batches
 from sdnmpi.sim.engine import PhaseRun, run_phases
+from sdnmpi.sim.filling import Blocks, Filling
+from sdnmpi.sim.maxmin import maxmin_entries, row_positions
 from tests.sim.test_properties import scenarios
 
 TIMES = ("release_s", "start_s", "finish_s", "segment_start_s", "segment_end_s", "arc_peak_bps")
@@ -95,3 +98,39 @@ def test_batches_bound_entries_and_keep_order():
     assert batches([10], limit=3) == [range(0, 1)]
     groups = batches([1, 2, 3, 4, 5, 6], limit=6)
     assert [list(g) for g in groups] == [[0, 1, 2], [3], [4], [5]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_resumed_filling_equals_a_filling_from_scratch(seed):
+    # Two blocks of random paths over few arcs with few capacities (many ties); flows
+    # leave and arrive at random; after each refill every rate equals maxmin_entries
+    # on the live flows of its block, bit for bit.
+    rng = np.random.default_rng(seed)
+    narcs, nflows = 6, 24
+    paths = [rng.choice(narcs, size=int(rng.integers(1, 4)), replace=False) for _ in range(nflows)]
+    block = np.repeat([0, 1], nflows // 2)
+    arc = np.concatenate([p + narcs * b for p, b in zip(paths, block, strict=True)])
+    indptr = np.concatenate([[0], np.cumsum([p.size for p in paths])]).astype(np.int64)
+    capacity = rng.choice([1.0, 2.0, 3.0, 7.0], size=2 * narcs)
+    blocks = Blocks.build(
+        indptr, arc.astype(np.int64), np.ones(arc.size), block, np.repeat([0, 1], narcs), capacity
+    )
+    filling = Filling(blocks)
+    live = rng.random(nflows) < 0.7
+    filling.arrive(np.flatnonzero(live))
+    for _ in range(8):
+        filling.refill()
+        for b in (0, 1):
+            mine = np.flatnonzero(live & (block == b))
+            positions, lengths = row_positions(indptr, mine)
+            local = np.repeat(np.arange(mine.size), lengths)
+            expected = maxmin_entries(
+                local, arc[positions], np.ones(positions.size), mine.size, capacity
+            )
+            assert np.array_equal(filling.rate[mine], expected)
+        leaving = np.flatnonzero(live & (rng.random(nflows) < 0.25))
+        arriving = np.flatnonzero(~live & (rng.random(nflows) < 0.1 * (rng.random() < 0.3)))
+        live[leaving], live[arriving] = False, True
+        filling.leave(leaving)
+        filling.arrive(arriving)

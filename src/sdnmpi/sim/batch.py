@@ -34,7 +34,8 @@ from scipy import sparse
 
 from sdnmpi.errors import SdnMpiError
 from sdnmpi.sim.engine import _ULPS, Trace
-from sdnmpi.sim.maxmin import RTOL, Blocks, row_positions, segment_starts
+from sdnmpi.sim.filling import Blocks, Filling
+from sdnmpi.sim.maxmin import RTOL, row_positions, segment_starts
 from sdnmpi.sim.platform import Platform
 
 IntArray = npt.NDArray[np.int64]
@@ -211,6 +212,7 @@ class _Lockstep:
         self.peak = np.zeros(layout.arc_block.size)
         self.t = np.zeros(layout.nblocks)
         self.events = np.zeros(layout.nblocks, dtype=np.int64)
+        self.filling = Filling(layout.blocks, rtol)
 
     def run(self) -> list[Trace]:
         while self.active.size or self.pending.size:
@@ -256,7 +258,8 @@ class _Lockstep:
         positions, lengths = row_positions(lay.indptr, self.active)
         flow = np.repeat(np.arange(n, dtype=np.int64), lengths)
         arc, weight = lay.arcs[positions], lay.weights[positions]
-        rates = lay.blocks.rates(self.active, rtol=self.rtol)
+        self.filling.refill(self.active)
+        rates = self.filling.rate[self.active]
         load = np.bincount(arc, weights=weight * rates[flow], minlength=lay.arc_block.size)
         return rates, load.astype(np.float64, copy=False)
 
@@ -276,6 +279,7 @@ class _Lockstep:
     def _complete(self, to_go: FloatArray, block: IntArray, horizon: FloatArray) -> None:
         done = to_go <= horizon[block]
         finished = self.active[done]
+        self.filling.leave(finished)
         self.finish[finished] = self.t[block[done]]
         self.remaining[finished] = 0.0
         self.active = self.active[~done]
@@ -285,6 +289,7 @@ class _Lockstep:
         block = self.layout.flow_block[self.pending]
         due = self.start[self.pending] <= self.t[block] + tol[block]
         starting = self.pending[due]
+        self.filling.arrive(starting)
         self.start[starting] = np.minimum(self.start[starting], self.t[block[due]])
         self.active = np.sort(np.concatenate([self.active, starting]), kind="stable")
         self.pending = self.pending[~due]

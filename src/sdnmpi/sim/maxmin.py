@@ -26,7 +26,6 @@ number of arcs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -122,108 +121,6 @@ def _fill_stage(
     remaining[used] -= delta * load[used]
     remaining[saturated] = 0.0
     return level + delta, saturated
-
-
-@dataclass(frozen=True, eq=False)
-class Blocks:
-    """Independent blocks of flows and arcs, for :meth:`rates` (the batched event loop).
-
-    Flow ``i`` (block ``flow_block[i]``, non-decreasing) crosses arcs
-    ``arc[indptr[i]:indptr[i+1]]`` with those ``weight`` s; arc ``a`` belongs to
-    block ``arc_block[a]`` (non-decreasing) and has ``capacity[a]``.  ``by_arc``
-    lists the flows of each arc (CSC: ``by_arc_flow[by_arc_ptr[a]:by_arc_ptr[a+1]]``).
-    Weights must be integers (a path crosses an arc once or a few times), so that
-    arc loads kept by subtraction are exact.
-    """
-
-    indptr: IntArray
-    arc: IntArray
-    weight: FloatArray
-    flow_block: IntArray
-    arc_block: IntArray
-    capacity: FloatArray
-    by_arc_ptr: IntArray
-    by_arc_flow: IntArray
-
-    @classmethod
-    def build(
-        cls,
-        indptr: IntArray,
-        arc: IntArray,
-        weight: FloatArray,
-        flow_block: IntArray,
-        arc_block: IntArray,
-        capacity: FloatArray,
-    ) -> Blocks:
-        """The blocks, with the per-arc flow lists built here."""
-        if not np.array_equal(weight, np.round(weight)):
-            raise RoutingError("batched max-min needs integer incidence weights")
-        nflows = indptr.size - 1
-        entry_flow = np.repeat(np.arange(nflows, dtype=np.int64), np.diff(indptr))
-        order = np.argsort(arc, kind="stable")
-        ptr = np.zeros(capacity.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(arc, minlength=capacity.size), out=ptr[1:])
-        return cls(indptr, arc, weight, flow_block, arc_block, capacity, ptr, entry_flow[order])
-
-    def rates(self, active: IntArray, *, rtol: float = RTOL) -> FloatArray:
-        """Max-min fair rates of the ``active`` flows (sorted), each block on its own.
-
-        Every stage raises each block to its own next saturation level with the
-        operations of :func:`_fill_stage` on that block alone, so each block's
-        rates are exactly those of :func:`maxmin_entries` on it.  The arc loads
-        are kept by subtracting the flows a stage freezes (exact: integer
-        weights), so a stage costs the arcs still in use and the entries of the
-        flows it freezes, not every unfrozen entry.
-
-        >>> b = Blocks.build(np.arange(6), np.array([0, 0, 1, 1, 1]), np.ones(5),
-        ...                  np.array([0, 0, 1, 1, 1]), np.array([0, 1]), np.array([8.0, 9.0]))
-        >>> b.rates(np.arange(5)).tolist()  # two links, 2 then 3 flows
-        [4.0, 4.0, 3.0, 3.0, 3.0]
-        """
-        nflows = self.indptr.size - 1
-        live = np.zeros(nflows, dtype=np.bool_)
-        live[active] = True
-        rate = np.full(nflows, np.inf)
-        positions, _ = row_positions(self.indptr, active)
-        load: FloatArray = np.bincount(
-            self.arc[positions], weights=self.weight[positions], minlength=self.capacity.size
-        ).astype(np.float64, copy=False)
-        used = np.flatnonzero(load > 0)
-        remaining = np.array(self.capacity, dtype=np.float64)
-        level = np.zeros(int(self.arc_block[-1]) + 1 if self.arc_block.size else 0)
-        while used.size:
-            saturated = _fill_blocks(used, load, remaining, level, self.arc_block, rtol)
-            crossing = gather_rows(self.by_arc_ptr, self.by_arc_flow, saturated)
-            hit = np.unique(crossing[live[crossing]])
-            live[hit] = False
-            rate[hit] = level[self.flow_block[hit]]
-            freed, _ = row_positions(self.indptr, hit)
-            np.subtract.at(load, self.arc[freed], self.weight[freed])
-            used = used[load[used] > 0]
-        out: FloatArray = rate[active]
-        return out
-
-
-def _fill_blocks(
-    used: IntArray,
-    load: FloatArray,
-    remaining: FloatArray,
-    level: FloatArray,
-    arc_block: IntArray,
-    rtol: float,
-) -> IntArray:
-    """:func:`_fill_stage` in every block with arcs in ``used`` (updates ``remaining``
-    and ``level``); returns the arcs that saturate."""
-    share = np.maximum(remaining[used], 0.0) / load[used]
-    block = arc_block[used]
-    delta = np.full(level.size, np.inf)
-    np.minimum.at(delta, block, share)
-    each = delta[block]
-    saturated = used[share <= each * (1.0 + rtol)]
-    remaining[used] -= each * load[used]
-    remaining[saturated] = 0.0
-    level += np.where(np.isfinite(delta), delta, 0.0)
-    return saturated
 
 
 def row_positions(indptr: IntArray, rows: IntArray) -> tuple[IntArray, IntArray]:
