@@ -25,7 +25,7 @@ dependencies (serialized exchanges) stay on :func:`~sdnmpi.sim.engine.run`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -214,9 +214,14 @@ class _Lockstep:
         self.events = np.zeros(layout.nblocks, dtype=np.int64)
         self.filling = Filling(layout.blocks, rtol)
 
-    def run(self) -> list[Trace]:
+    def run(self, progress: Callable[[int], None]) -> list[Trace]:
+        done, n = 0, self.remaining.size
         while self.active.size or self.pending.size:
             self._event()
+            left = self.active.size + self.pending.size
+            if n - left > done:
+                done = n - left
+                progress(done)
         return self._traces()
 
     def _event(self) -> None:
@@ -340,13 +345,16 @@ def run_batch(
     timeline: bool = False,
     flow_rates: bool = False,
     rtol: float = RTOL,
+    progress: Callable[[int], None] | None = None,
 ) -> list[Trace]:
     """:func:`sdnmpi.sim.engine.run` of each run (incidence rows, sizes, latencies),
-    every flow released at time 0, all runs advanced together; one trace per run."""
+    every flow released at time 0, all runs advanced together; one trace per run.
+    ``progress(done)`` hears how many flows have completed, as they do."""
     if not incidences:
         return []
     layout = _Layout(platform, incidences)
     segments = _Segments(timeline, flow_rates)
     sizes = np.concatenate([np.asarray(s, dtype=np.float64) for s in size_bits])
     latency = np.concatenate([np.asarray(x, dtype=np.float64) for x in latency_s])
-    return _Lockstep(platform, layout, sizes, latency, rtol, segments).run()
+    loop = _Lockstep(platform, layout, sizes, latency, rtol, segments)
+    return loop.run(progress or (lambda _done: None))

@@ -27,6 +27,7 @@ modes described in :mod:`sdnmpi.sim` on top of :func:`run`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -52,7 +53,7 @@ FloatArray = npt.NDArray[np.float64]
 #: Which direction of a serialized exchange goes first (see ``run_phases``).
 Order = Literal["random", "lower-first"]
 ORDERS: tuple[str, ...] = ("random", "lower-first")
-#: Called with (phases done, phases in all) as a simulation progresses.
+#: Called with (flows completed, flows in all) as a simulation progresses.
 Progress = Callable[[int, int], None]
 #: Samples of a phase with serialized exchanges under ``order="random"``.
 DEFAULT_SAMPLES = 8
@@ -329,8 +330,8 @@ def run_phases(
 
     ``batched`` runs the phases without serialized exchanges together
     (:mod:`sdnmpi.sim.batch`, the same traces much faster); ``False`` runs
-    every phase alone (the reference).  ``progress(done, total)`` is called as
-    phases complete.
+    every phase alone (the reference).  ``progress(done, total)`` hears how
+    many flows have completed, as they do.
     """
     from sdnmpi.sim.batch import batches, run_batch  # batch builds on this module
 
@@ -339,12 +340,14 @@ def run_phases(
     alone = [p for p in range(flowset.nphases) if has_serialized[p] or not batched]
     traces: dict[int, list[Trace]] = {}
     report = progress or (lambda _done, _total: None)
+    finished, total = 0, len(flowset)
     rng = np.random.default_rng(seed) if order == "random" else None
     for p in alone:
         traces[p] = _phase_samples(
             platform, flowset, p, serialized, rng, samples, timeline, flow_rates, rtol
         )
-        report(len(traces), flowset.nphases)
+        finished += int(flowset.phase_rows(p).size)
+        report(finished, total)
     together = [p for p in range(flowset.nphases) if p not in traces]
     lengths = np.diff(flowset.incidence.indptr)
     entries = np.bincount(flowset.phase, weights=lengths, minlength=flowset.nphases)
@@ -359,14 +362,19 @@ def run_phases(
             timeline=timeline,
             flow_rates=flow_rates,
             rtol=rtol,
+            progress=functools.partial(_offset, report, finished, total),
         )
         traces.update((p, [t]) for p, t in zip(phases, done, strict=True))
-        report(len(traces), flowset.nphases)
+        finished += sum(int(r.size) for r in rows)
     out = []
     for p in range(flowset.nphases):
         mean = float(np.mean([t.makespan_s for t in traces[p]]))
         out.append(PhaseRun(flowset.phase_rows(p), traces[p][0], mean))
     return out
+
+
+def _offset(report: Progress, base: int, total: int, done: int) -> None:
+    report(base + done, total)
 
 
 def _phase_samples(
