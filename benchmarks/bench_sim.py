@@ -1,11 +1,22 @@
 """Simulator benchmarks: how long predicting a routed pattern's time takes.
 
-Run with ``.venv/bin/python benchmarks/bench_sim.py``.  Prints one line per case
-with the wall time of the simulation (best of ``--repeat``; building the inputs
-is not timed) and what it predicted.  Targets: the real CG trace on milk in
+Run with ``.venv/bin/python benchmarks/bench_sim.py [--large]``.  Prints one line
+per case with the wall time of the simulation (best of ``--repeat``; building the
+inputs is not timed) and what it predicted.  Targets: the real CG trace on milk in
 well under a second, one 1024-rank alltoall phase (about 1M flows) on a
 1024-host fat-tree in seconds.  The MPICH pairwise alltoall on the same
 fat-tree (1023 phases of 1024 flows) is timed in both modes for scale.
+
+Then the batched event loop (``sdnmpi.sim.batch``, phases advanced together,
+fillings resumed) against the reference (every phase alone, ``batched=False``)
+on small cases: seconds of each and their ratio.  The traces are the same bit for
+bit (``tests/sim/test_batch.py``).
+
+``--large`` adds issue 15's two cases, each in a fresh process for its peak
+memory: ``sdnmpi evaluate`` of ``alltoall:nprocs=1024,bytes=65536`` on
+``fat_tree(16)`` with the default routers (target: under 60 s and 1 GB), and FT
+with 512 ranks on ``fat_tree(8)`` under random placement (4 ranks per host),
+simulated per router (target: under 10 s each; issue 15 measured about 500 s).
 
 The routes come from two tiny routers written here (the real ones live in
 ``sdnmpi.core.routing``): first-found shortest paths for milk, and a vectorized
@@ -29,7 +40,8 @@ from sdnmpi.core.placement import block
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
 from sdnmpi.core.workloads import build
 from sdnmpi.formats.pfprof import recorded_placement
-from sdnmpi.sim import Mode, SimResult, simulate
+from sdnmpi.sim import FlowSet, Mode, Platform, SimResult, simulate
+from sdnmpi.sim.engine import run_phases
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "pfsim-traces"
 IntArray = npt.NDArray[np.int64]
@@ -130,10 +142,103 @@ def describe(result: SimResult) -> str:
     )
 
 
+def batched_vs_reference(
+    spec: str, k: int, per_host: int, router: str
+) -> tuple[str, Callable[[], object], Callable[[], object]]:
+    """A pattern under random placement: the batched loop and the reference."""
+    from sdnmpi.catalog import resolve_placement
+    from sdnmpi.core.routing import route
+
+    topo = fat_tree(k)
+    pattern = load_pattern(spec)
+    place = resolve_placement(pattern, topo, "random", ranks_per_host=per_host, seed=0)
+    fabric = Fabric(topo)
+    demands = Demands.from_pattern(fabric, pattern, place)
+    platform = Platform.from_fabric(fabric)
+    flowset = FlowSet.from_demands(platform, demands, route(router, fabric, demands))
+    label = f"{spec} fat_tree({k}) {router} ({len(demands):,} flows, {demands.nphases} ph)"
+    return (
+        label,
+        lambda: run_phases(platform, flowset),
+        lambda: run_phases(platform, flowset, batched=False),
+    )
+
+
+def _large_alltoall() -> list[str]:
+    """Issue 15: ``sdnmpi evaluate`` of a 1024-rank alltoall on fat_tree(16)."""
+    from sdnmpi import evaluation
+    from sdnmpi.cli.evaluate import DEFAULT_ROUTERS
+
+    topo = fat_tree(16)
+    work = evaluation.Workload(
+        "alltoall:nprocs=1024,bytes=65536",
+        build("alltoall:nprocs=1024,bytes=65536"),
+        block(topo, 1024),
+    )
+    options = evaluation.Options(tuple(DEFAULT_ROUTERS.split(",")))
+    t0 = time.perf_counter()
+    rows = evaluation.evaluate(topo, work, options, clock=time.perf_counter)
+    total = time.perf_counter() - t0
+    out = [f"  {'all (evaluate, default routers)':40s} {total:9.1f}"]
+    out += [
+        f"  {r.router:40s} route {r.route_time_s:7.1f} s, simulate {r.sim_time_s:7.1f} s, "
+        f"predicted {r.comm_time_s:.4g} s"
+        for r in rows
+    ]
+    return out
+
+
+def _large_ft() -> list[str]:
+    """Issue 15: FT, 512 ranks on fat_tree(8), random placement: each router simulated."""
+    from sdnmpi.catalog import resolve_placement
+    from sdnmpi.cli.evaluate import DEFAULT_ROUTERS
+    from sdnmpi.core.routing import route
+
+    topo = fat_tree(8)
+    pattern = load_pattern("ft:nprocs=512")
+    place = resolve_placement(pattern, topo, "random", ranks_per_host=4, seed=0)
+    fabric = Fabric(topo)
+    demands = Demands.from_pattern(fabric, pattern, place)
+    out = []
+    for router in DEFAULT_ROUTERS.split(","):
+        routing = route(router, fabric, demands)
+        t0 = time.perf_counter()
+        result = simulate(fabric, demands, routing)
+        seconds = time.perf_counter() - t0
+        out.append(f"  {router:40s} simulate {seconds:7.1f} s, predicted {result.total_s:.4g} s")
+    return out
+
+
+def _in_child(name: str, queue: object) -> None:
+    import resource
+
+    t0 = time.perf_counter()
+    lines = {"alltoall": _large_alltoall, "ft": _large_ft}[name]()
+    seconds = time.perf_counter() - t0
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    queue.put((seconds, peak_mb, lines))  # type: ignore[attr-defined]
+
+
+def large(name: str, label: str) -> None:
+    """Run one large case in a fresh process; print its seconds and peak RSS."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_in_child, args=(name, queue))
+    child.start()
+    seconds, peak_mb, lines = queue.get()
+    child.join()
+    print(f"{label:52s} {seconds:9.1f}  peak RSS {peak_mb:,.0f} MB")
+    for line in lines:
+        print(line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("-k", type=int, default=16, help="fat-tree arity of the alltoall case")
+    parser.add_argument("--large", action="store_true", help="issue 15's cases (minutes)")
     args = parser.parse_args()
     cases = [alltoall_fat_tree(args.k)]
     cases += [pairwise_alltoall(args.k, mode) for mode in ("phases", "ranks")]
@@ -143,6 +248,19 @@ def main() -> None:
     for name, fn in cases:
         seconds, result = best(fn, args.repeat)
         print(f"{name:52s} {seconds:9.3f}  {describe(result)}")
+    print(f"\n{'batched vs reference (phases mode)':70s} {'batched':>8s} {'alone':>8s} ratio")
+    for spec, k, per_host, router in (
+        ("ft:nprocs=128", 8, 1, "dmodk"),
+        ("ft:nprocs=64", 4, 4, "ecmp"),
+        ("alltoall:nprocs=128,bytes=65536", 8, 1, "ecmp"),
+    ):
+        label, fast, slow = batched_vs_reference(spec, k, per_host, router)
+        t_fast, t_slow = best(fast, 1)[0], best(slow, 1)[0]  # type: ignore[arg-type]
+        print(f"{label:70s} {t_fast:8.3f} {t_slow:8.3f} x{t_slow / t_fast:.1f}")
+    if args.large:
+        print(f"\n{'issue 15 (fresh process each)':52s} {'seconds':>9s}")
+        large("alltoall", "alltoall:nprocs=1024,bytes=65536 on fat_tree(16)")
+        large("ft", "ft:nprocs=512 on fat_tree(8), random, 4 per host")
 
 
 if __name__ == "__main__":

@@ -28,8 +28,12 @@ point-to-point protocol (``Options.protocol``, :mod:`sdnmpi.sim.protocol`),
 which only the simulation models: a serializing protocol makes
 ``comm_time_s`` longer, never the bound.
 
-Time and progress are passed in (``clock``, ``progress``), so this module stays
-free of side effects.
+``Options.simulate=False`` skips the simulation (routing, metric and bounds
+only): ``comm_time_s`` and what derives from it are then ``None``.
+
+Time and progress are passed in (``clock``, ``progress``: a :class:`Step` per
+stage, and as a simulation's flows complete), so this module stays free of side
+effects.
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ class RouterResult:
     router: str
     workload: str
     topology: str
-    comm_time_s: float
+    comm_time_s: float | None
     max_link_busy_s: float
     lp_max_link_busy_s: float
     lower_bound_s: float
@@ -102,8 +106,10 @@ class RouterResult:
         )
 
     @property
-    def time_ratio(self) -> float:
-        """``comm_time_s / lower_bound_s``."""
+    def time_ratio(self) -> float | None:
+        """``comm_time_s / lower_bound_s`` (None when not simulated)."""
+        if self.comm_time_s is None:
+            return None
         return self.comm_time_s / self.lower_bound_s if self.lower_bound_s > 0 else 1.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -138,7 +144,8 @@ class Options:
 
     ``protocol`` is the MPI library's point-to-point protocol the simulation
     models (:mod:`sdnmpi.sim.protocol`; :data:`~sdnmpi.sim.IDEAL` by default);
-    ``bcast`` how ``MPI_Bcast`` calls are evaluated (the module's text).
+    ``bcast`` how ``MPI_Bcast`` calls are evaluated (the module's text);
+    ``simulate=False`` skips the simulation.
     """
 
     routers: tuple[str, ...]
@@ -149,6 +156,21 @@ class Options:
     timeline: bool = False
     protocol: Protocol = IDEAL
     bcast: Bcast = "library"
+    simulate: bool = True
+
+
+@dataclass(frozen=True)
+class Step:
+    """How far one workload's evaluation is: ``done`` of ``total`` units (the bound
+    counts one, each router's routing one and its simulation one, in fractions as
+    its flows complete)."""
+
+    message: str
+    done: float
+    total: float
+
+
+Report = Callable[[Step], None]
 
 
 def check_routers(names: Sequence[str]) -> tuple[str, ...]:
@@ -167,7 +189,7 @@ def evaluate(
     options: Options,
     *,
     clock: Callable[[], float],
-    progress: Callable[[str], None] = lambda _msg: None,
+    progress: Report = lambda _step: None,
 ) -> list[RouterResult]:
     """Every router of ``options`` on one workload, with the shared lower bound
     (library and replicated records one after the other with ``bcast="both"``)."""
@@ -178,10 +200,13 @@ def evaluate(
     library = _evaluate(topology, workload, replace(options, bcast="library"), clock, progress)
     ours = _evaluate(topology, workload, replace(options, bcast="replicated"), clock, progress)
     base = {r.router: r.comm_time_s for r in library}
-    return library + [
-        replace(r, speedup_vs_library=base[r.router] / r.comm_time_s if r.comm_time_s else None)
-        for r in ours
-    ]
+    return library + [replace(r, speedup_vs_library=_ratio(base[r.router], r)) for r in ours]
+
+
+def _ratio(before: float | None, result: RouterResult) -> float | None:
+    """``before / result.comm_time_s``, None when either is missing or zero."""
+    after = result.comm_time_s
+    return before / after if before is not None and after else None
 
 
 def _evaluate(
@@ -189,7 +214,7 @@ def _evaluate(
     workload: Workload,
     options: Options,
     clock: Callable[[], float],
-    progress: Callable[[str], None],
+    progress: Report,
 ) -> list[RouterResult]:
     routers = check_routers(options.routers)
     fabric = Fabric(topology)
@@ -197,16 +222,38 @@ def _evaluate(
     if options.bcast == "replicated":
         pattern = broadcasts.replicated(pattern)
     demands = Demands.from_pattern(fabric, pattern, workload.placement)
-    progress(f"{workload.name}: lower bound ({demands.nphases} phases, {len(demands)} flows)")
+    total = 1 + len(routers) * (2 if options.simulate else 1)
+    what = f"{workload.name} ({demands.nphases:,} phases, {len(demands):,} flows)"
+    progress(Step(f"{what}: lower bound", 0, total))
     bound = lp.pattern_bound(fabric, demands, clock=clock)
     time_bound = bound.lower_bound_s
     if options.mode == "ranks" and demands.nphases > 1:
         time_bound = overlapped_bound(fabric, demands, clock)
     results = []
-    for name in routers:
-        progress(f"{workload.name}: {name}")
-        results.append(_one(fabric, demands, workload.name, name, bound, options, clock))
+    for i, name in enumerate(routers):
+        at = 1 + i * (total - 1) // len(routers)
+        tell = _Teller(progress, f"{what}: {name}", at, total)
+        results.append(_one(fabric, demands, workload.name, name, bound, options, clock, tell))
+    progress(Step(f"{what}: done", total, total))
     return _with_speedups([replace(r, lower_bound_s=time_bound) for r in results])
+
+
+@dataclass(frozen=True)
+class _Teller:
+    """One router's steps: routing at ``at``, its simulation from ``at + 1``."""
+
+    progress: Report
+    what: str
+    at: int
+    total: int
+
+    def routing(self) -> None:
+        self.progress(Step(f"{self.what}: routing", self.at, self.total))
+
+    def simulating(self, done: int, flows: int) -> None:
+        frac = done / flows if flows else 1.0
+        msg = f"{self.what}: simulating, {done:,} of {flows:,} flows done"
+        self.progress(Step(msg, self.at + 1 + frac * 0.999, self.total))
 
 
 def overlapped_bound(
@@ -267,29 +314,35 @@ def _one(
     bound: lp.PatternBound,
     options: Options,
     clock: Callable[[], float],
+    tell: _Teller,
 ) -> RouterResult:
+    tell.routing()
     t0 = clock()
     routing = _route(name, fabric, demands, options)
     t1 = clock()
     if options.check_paths:
         validate(fabric, demands, routing)
     t2 = clock()
-    sim = simulate(
-        fabric,
-        demands,
-        routing,
-        mode=options.mode,
-        timeline=options.timeline,
-        protocol=options.protocol,
-    )
+    sim = None
+    if options.simulate:
+        sim = simulate(
+            fabric,
+            demands,
+            routing,
+            mode=options.mode,
+            timeline=options.timeline,
+            protocol=options.protocol,
+            progress=tell.simulating,
+        )
     t3 = clock()
     util = lp.max_link_busy(fabric, demands, routing)
-    busiest = int(np.argmax(sim.arc_bytes)) if len(sim.arc_bytes) else 0
+    arc_bytes = sim.arc_bytes if sim is not None else _arc_bytes(fabric, demands, routing)
+    busiest = int(np.argmax(arc_bytes)) if len(arc_bytes) else 0
     return RouterResult(
         router=name,
         workload=workload,
         topology=fabric.topology.name,
-        comm_time_s=sim.total_s,
+        comm_time_s=sim.total_s if sim is not None else None,
         max_link_busy_s=util.total_s,
         lp_max_link_busy_s=bound.lp_max_link_busy_s,
         lower_bound_s=bound.lower_bound_s,
@@ -298,25 +351,38 @@ def _one(
         sim_time_s=t3 - t2,
         flows=len(demands),
         phases=demands.nphases,
-        max_link_bytes=float(sim.arc_bytes.max(initial=0.0)),
-        busiest_link=sim.arc_names[busiest] if sim.arc_names else "",
+        max_link_bytes=float(arc_bytes.max(initial=0.0)),
+        busiest_link=_arc_name(fabric, busiest) if len(arc_bytes) else "",
         arc_utilization=tuple(float(x) for x in _arc_utilization(fabric, demands, routing)),
-        timeline_csv=sim.timeline_csv() if options.timeline else "",
+        timeline_csv=sim.timeline_csv() if sim is not None and options.timeline else "",
         protocol=options.protocol.spec,
         bcast=options.bcast,
     )
 
 
 def _arc_utilization(fabric: Fabric, demands: Demands, routing: Routing) -> np.ndarray:
-    """Seconds of load per arc over the pattern (bytes * 8 / capacity), for heat maps;
-    a replicated transfer loads each arc of its tree once."""
+    """Seconds of load per arc over the pattern (bytes * 8 / capacity), for heat maps."""
+    out: np.ndarray = _arc_bytes(fabric, demands, routing) * 8.0 / fabric.capacity_bps
+    return out
+
+
+def _arc_bytes(fabric: Fabric, demands: Demands, routing: Routing) -> np.ndarray:
+    """Bytes per arc over the pattern (phases weighted by repeat); a replicated
+    transfer loads each arc of its tree once."""
     mask = routing.arcs >= 0
     flow, arc = np.nonzero(mask)[0], routing.arcs[mask]
     once = first_use(demands, flow, arc)
     weight = (demands.size_bytes * demands.phase_repeat[demands.phase])[flow[once]]
-    load = np.bincount(arc[once], weights=weight.astype(np.float64), minlength=fabric.narcs)
-    out: np.ndarray = load * 8.0 / fabric.capacity_bps
-    return out
+    load: np.ndarray = np.bincount(
+        arc[once], weights=weight.astype(np.float64), minlength=fabric.narcs
+    )
+    return load
+
+
+def _arc_name(fabric: Fabric, arc: int) -> str:
+    """``src->dst`` of a fabric arc, as the simulator's platform names it."""
+    a = fabric.topology.arcs[arc]
+    return f"{a.src}->{a.dst}"
 
 
 def _route(name: str, fabric: Fabric, demands: Demands, options: Options) -> Routing:
@@ -341,12 +407,7 @@ def _with_speedups(results: list[RouterResult]) -> list[RouterResult]:
     base = next((r for r in results if r.router == BASELINE), None)
     if base is None:
         return results
-    return [
-        dataclasses.replace(
-            r, speedup_vs_dmodk=base.comm_time_s / r.comm_time_s if r.comm_time_s > 0 else None
-        )
-        for r in results
-    ]
+    return [dataclasses.replace(r, speedup_vs_dmodk=_ratio(base.comm_time_s, r)) for r in results]
 
 
 def report(results: Sequence[RouterResult]) -> dict[str, Any]:

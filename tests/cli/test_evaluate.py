@@ -288,7 +288,57 @@ def test_bcast_replicated_inside_a_workload_bounds_and_simulates(mode: str):
     lib = {r.router: r for r in out if r.bcast == "library"}
     rep = {r.router: r for r in out if r.bcast == "replicated"}
     for router, r in rep.items():
-        assert r.comm_time_s < lib[router].comm_time_s
-        assert r.lower_bound_s <= r.comm_time_s * (1 + 1e-9)
+        time, before = r.comm_time_s, lib[router].comm_time_s
+        assert time is not None and before is not None
+        assert time < before
+        assert r.lower_bound_s <= time * (1 + 1e-9)
         assert r.lp_max_link_busy_s <= r.max_link_busy_s * (1 + 1e-9)
         assert r.phases == lib[router].phases - len(bc.phases) + 1
+
+
+def test_no_simulate_keeps_routing_and_bounds_and_leaves_times_null(capsys):
+    code, out, err = run(capsys, *ARGS)
+    assert code == 0, err
+    full = {(r["workload"], r["router"]): r for r in json.loads(out)["records"]}
+    code, out, err = run(capsys, *ARGS, "--no-simulate")
+    assert code == 0, err
+    for rec in json.loads(out)["records"]:
+        same = full[(rec["workload"], rec["router"])]
+        for key in ("comm_time_s", "time_ratio", "speedup_vs_dmodk"):
+            assert rec[key] is None
+        assert rec["sim_time_s"] >= 0
+        for key in ("max_link_busy_s", "lp_max_link_busy_s", "lower_bound_s", "bound_ratio"):
+            assert rec[key] == same[key]
+        assert rec["busiest_link"] == same["busiest_link"]
+        assert rec["max_link_bytes"] == pytest.approx(same["max_link_bytes"])
+    code, out, _ = run(capsys, *ARGS[:-1], "--no-simulate")
+    assert code == 0 and "-" in out
+    code, _, err = run(capsys, *ARGS, "--no-simulate", "--timeline", "/tmp/unused")
+    assert code == 2 and "--no-simulate" in err
+
+
+def test_progress_reports_every_router_and_the_simulated_flows():
+    steps: list[evaluation.Step] = []
+    topo = leaf_spine(2, 2, 2)
+    phase = Phase.from_arrays("x", [0, 1, 2, 3], [3, 2, 1, 0], [10**6] * 4)
+    work = evaluation.Workload("x", Pattern("x", 4, (phase,)), Placement(("h1", "h2", "h3", "h4")))
+    options = evaluation.Options(("dmodk", "ecmp"))
+    evaluation.evaluate(topo, work, options, clock=lambda: 0.0, progress=steps.append)
+    assert {s.total for s in steps} == {5}
+    done = [s.done for s in steps]
+    assert done == sorted(done) and done[0] == 0 and done[-1] == 5
+    assert any("ecmp: simulating, 4 of 4 flows done" in s.message for s in steps)
+    quick: list[evaluation.Step] = []
+    skip = evaluation.Options(("dmodk", "ecmp"), simulate=False)
+    evaluation.evaluate(topo, work, skip, clock=lambda: 0.0, progress=quick.append)
+    assert quick[-1].done == quick[-1].total == 3
+    assert not any("simulating" in s.message for s in quick)
+
+
+def test_progress_bar_goes_to_stderr_only_when_asked(capsys):
+    argv = ["evaluate", "-t", "allreduce28", "-w", "allreduce:nprocs=8,bytes=65536", "-r", "dmodk"]
+    code, out, err = run(capsys, *argv, "--json", "--progress")
+    assert code == 0
+    json.loads(out)  # stdout stays machine-readable
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0 and err == ""

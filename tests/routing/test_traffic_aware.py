@@ -135,3 +135,35 @@ def test_unknown_variant_and_unreachable() -> None:
         route("allreduce", cut, demands([(0, 2)]))
     with pytest.raises(RoutingError, match="no path from h1 to h3"):
         route("greedy", cut, demands([(0, 2)]))
+
+
+@pytest.mark.parametrize("variant", ["greedy", "greedy_bottleneck"])
+@pytest.mark.parametrize(
+    ("spec", "placement", "per_host"),
+    [
+        ("alltoall:nprocs=64,bytes=65536", "block", 1),
+        ("ft:nprocs=64", "random", 4),
+        ("cg:nprocs=32", "random", 2),
+        ("stencil3d:nprocs=64", "cyclic", 1),
+    ],
+)
+def test_listwise_greedy_chooses_the_numpy_paths(variant: str, spec, placement, per_host) -> None:
+    # The fast placement (candidates unranked per chunk, scores in Python floats) and
+    # the one-pair-at-a-time numpy placement choose the same path for every pair.
+    from sdnmpi import catalog
+    from sdnmpi.core.routing import Demands
+    from sdnmpi.core.routing import greedy as g
+
+    topo = fat_tree(8)
+    pattern = catalog.load_pattern(spec)
+    place = catalog.resolve_placement(pattern, topo, placement, ranks_per_host=per_host, seed=2)
+    f = Fabric(topo)
+    d = Demands.from_pattern(f, pattern, place)
+    pairs, _, pair_bytes = d.host_pairs()
+    order = np.argsort(-pair_bytes, kind="stable")
+    bottleneck = variant == "greedy_bottleneck"
+    cand = paths.ShortestPaths(f, 7)  # a cap that spreads: 16 paths between pods
+    fast = g._place_listwise(f, pairs, pair_bytes, order, cand, bottleneck)
+    slow = g._place(f, pairs, pair_bytes, order, paths.ShortestPaths(f, 7), bottleneck)
+    assert fast == slow
+    assert route(variant, f, d).arcs.shape[0] == len(d)

@@ -9,7 +9,14 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from sdnmpi import catalog, evaluation
@@ -62,8 +69,21 @@ def evaluate(
     timeline: Path | None = typer.Option(
         None, "--timeline", help="Directory for per-link rate-over-time CSVs (one per router)."
     ),
+    simulate: bool = typer.Option(
+        True,
+        "--simulate/--no-simulate",
+        help="Simulate each routing (--no-simulate: routing, link load and bounds only; "
+        "comm_time_s and what derives from it are null).",
+    ),
+    progress: bool | None = typer.Option(
+        None,
+        "--progress/--no-progress",
+        help="A progress bar on stderr (default: when stderr is a terminal).",
+    ),
 ) -> None:
     """Route each workload with each router, bound the optimum, and simulate the time."""
+    if timeline is not None and not simulate:
+        raise ConfigError("--timeline needs the simulation: drop --no-simulate")
     options = evaluation.Options(
         evaluation.check_routers([r.strip() for r in routers.split(",") if r.strip()]),
         _choice(granularity, ("job", "phase"), "--granularity"),  # type: ignore[arg-type]
@@ -72,20 +92,14 @@ def evaluate(
         timeline=timeline is not None,
         protocol=parse_protocol(protocol),
         bcast=_choice(bcast, evaluation.BCASTS, "--bcast"),  # type: ignore[arg-type]
+        simulate=simulate,
     )
     for where, option in ((plot, "--plot"), (timeline, "--timeline")):
         if where is not None:
             output_dir(where, option)  # before the simulations, not after
     topo = catalog.load_topology(topology)
     results: list[evaluation.RouterResult] = []
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,
-    ) as bar:
+    with _progress_bar(progress) as bar:
         task = bar.add_task("loading", total=None)
         for spec in workload:
             work = _workload(spec, topo, placement, ranks_per_host, seed, side)
@@ -94,7 +108,9 @@ def evaluate(
                 work,
                 options,
                 clock=time.perf_counter,
-                progress=lambda msg: bar.update(task, description=msg),
+                progress=lambda step: bar.update(
+                    task, description=step.message, completed=step.done, total=step.total
+                ),
             )
     doc = evaluation.report(results)
     if plot is not None:
@@ -111,6 +127,23 @@ def evaluate(
         typer.echo(json.dumps(doc, indent=1))
     else:
         _render(results, topo.name, doc.get("plots", []) + doc.get("timelines", []))
+
+
+def _progress_bar(wanted: bool | None) -> Progress:
+    """The bar on stderr: on a terminal by default, forced on or off by ``wanted``."""
+    console = err_console
+    if wanted:
+        console = Console(stderr=True, emoji=False, markup=False, force_terminal=True)
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal if wanted is None else not wanted,
+    )
 
 
 def _choice(value: str, allowed: tuple[str, ...], flag: str) -> str:
@@ -165,11 +198,11 @@ def _render(results: list[evaluation.RouterResult], topo: str, plots: list[str])
             speeds = [r.speedup_vs_dmodk] + ([r.speedup_vs_library] if vs_library else [])
             table.add_row(
                 r.router,
-                f"{r.comm_time_s:.4g} s",
+                f"{r.comm_time_s:.4g} s" if r.comm_time_s is not None else "-",
                 *(f"{x:.2f}x" if x is not None else "-" for x in speeds),
                 f"{r.max_link_busy_s:.4g}",
                 f"{r.bound_ratio:.3f}",
-                f"{r.time_ratio:.3f}",
+                f"{r.time_ratio:.3f}" if r.time_ratio is not None else "-",
                 f"{r.route_time_s:.3f}",
             )
         console.print(table)

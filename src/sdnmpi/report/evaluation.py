@@ -53,7 +53,8 @@ def _bars(results: Sequence[RouterResult], path: Path) -> Path:
         for w in workloads:
             match = [r for r in results if r.workload == w and r.router == router]
             bound = next(r.lower_bound_s for r in results if r.workload == w)
-            times.append(match[0].comm_time_s / bound if match and bound > 0 else np.nan)
+            comm = match[0].comm_time_s if match else None
+            times.append(comm / bound if comm is not None and bound > 0 else np.nan)
         ax.bar(np.arange(len(workloads)) + i * width, times, width, label=router)
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="lower bound")
     ax.set_xticks(np.arange(len(workloads)) + width * (len(routers) - 1) / 2)

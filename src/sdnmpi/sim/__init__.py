@@ -59,6 +59,7 @@ from sdnmpi.sim.engine import (
     ORDERS,
     Order,
     PhaseRun,
+    Progress,
     Trace,
     run,
     run_phases,
@@ -90,6 +91,7 @@ __all__ = [
     "PhaseResult",
     "PhaseRun",
     "Platform",
+    "Progress",
     "Protocol",
     "SimResult",
     "Timeline",
@@ -117,6 +119,7 @@ def simulate(
     order: Order = "random",
     samples: int = DEFAULT_SAMPLES,
     seed: int = 0,
+    progress: Progress | None = None,
 ) -> SimResult:
     """Predict the communication time of ``demands`` routed by ``routing`` on ``fabric``.
 
@@ -126,7 +129,8 @@ def simulate(
     concurrent); ``goodput`` scales the capacities (:meth:`Platform.scaled`).
     A serialized exchange's first direction is a race: ``order="random"``
     draws it (``seed``) and a phase's time is the mean over ``samples`` draws;
-    ``"lower-first"`` fixes it.
+    ``"lower-first"`` fixes it.  ``progress(done, total)`` hears how many of
+    the flows (``phases`` mode) have completed.
     Raises :class:`~sdnmpi.errors.ConfigError` for an unknown mode or a bad
     goodput and :class:`~sdnmpi.errors.RoutingError` when the routing does not
     match the demands or the fabric.
@@ -144,6 +148,7 @@ def simulate(
         order=order,
         samples=samples,
         seed=seed,
+        progress=progress,
     )
 
 
@@ -159,6 +164,7 @@ def simulate_workload(
     order: Order = "random",
     samples: int = DEFAULT_SAMPLES,
     seed: int = 0,
+    progress: Progress | None = None,
 ) -> SimResult:
     """:func:`simulate` on an already built platform and flowset."""
     if order not in ORDERS:
@@ -195,6 +201,7 @@ def simulate_workload(
         seed=seed,
         timeline=timeline,
         rtol=rtol,
+        progress=progress,
     )
     return phases_result(platform, flowset, runs, timeline=timeline, notes=notes)
 

@@ -27,6 +27,8 @@ modes described in :mod:`sdnmpi.sim` on top of :func:`run`.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -39,12 +41,10 @@ from sdnmpi.sim.flowset import (
     Dependencies,
     FlowSet,
     Steps,
-    gather_rows,
     phase_deps,
     rank_steps,
-    row_positions,
 )
-from sdnmpi.sim.maxmin import RTOL, maxmin_entries
+from sdnmpi.sim.maxmin import RTOL, gather_rows, maxmin_entries, row_positions
 from sdnmpi.sim.platform import Platform
 from sdnmpi.sim.protocol import IDEAL, Protocol
 
@@ -53,6 +53,8 @@ FloatArray = npt.NDArray[np.float64]
 #: Which direction of a serialized exchange goes first (see ``run_phases``).
 Order = Literal["random", "lower-first"]
 ORDERS: tuple[str, ...] = ("random", "lower-first")
+#: Called with (flows completed, flows in all) as a simulation progresses.
+Progress = Callable[[int, int], None]
 #: Samples of a phase with serialized exchanges under ``order="random"``.
 DEFAULT_SAMPLES = 8
 
@@ -313,6 +315,8 @@ def run_phases(
     timeline: bool = False,
     flow_rates: bool = False,
     rtol: float = RTOL,
+    batched: bool = True,
+    progress: Progress | None = None,
 ) -> list[PhaseRun]:
     """Each phase on its own, from time 0.
 
@@ -323,29 +327,84 @@ def run_phases(
     ``order="random"``, simulated ``samples`` times, each drawing which
     direction of every exchange goes first; its duration is the mean, the
     expected time of one occurrence.  ``order="lower-first"`` fixes the order.
+
+    ``batched`` runs the phases without serialized exchanges together
+    (:mod:`sdnmpi.sim.batch`, the same traces much faster); ``False`` runs
+    every phase alone (the reference).  ``progress(done, total)`` hears how
+    many flows have completed, as they do.
     """
-    out: list[PhaseRun] = []
+    from sdnmpi.sim.batch import batches, run_batch  # batch builds on this module
+
     serialized = flowset.serialized(protocol)
+    has_serialized = np.bincount(flowset.phase[serialized], minlength=flowset.nphases) > 0
+    alone = [p for p in range(flowset.nphases) if has_serialized[p] or not batched]
+    traces: dict[int, list[Trace]] = {}
+    report = progress or (lambda _done, _total: None)
+    finished, total = 0, len(flowset)
     rng = np.random.default_rng(seed) if order == "random" else None
+    for p in alone:
+        traces[p] = _phase_samples(
+            platform, flowset, p, serialized, rng, samples, timeline, flow_rates, rtol
+        )
+        finished += int(flowset.phase_rows(p).size)
+        report(finished, total)
+    together = [p for p in range(flowset.nphases) if p not in traces]
+    lengths = np.diff(flowset.incidence.indptr)
+    entries = np.bincount(flowset.phase, weights=lengths, minlength=flowset.nphases)
+    for group in batches(entries[together].astype(np.int64).tolist()):
+        phases = [together[i] for i in group]
+        rows = [flowset.phase_rows(p) for p in phases]
+        done = run_batch(
+            platform,
+            [flowset.incidence[r] for r in rows],
+            [flowset.size_bits[r] for r in rows],
+            [flowset.latency_s[r] for r in rows],
+            timeline=timeline,
+            flow_rates=flow_rates,
+            rtol=rtol,
+            progress=functools.partial(_offset, report, finished, total),
+        )
+        traces.update((p, [t]) for p, t in zip(phases, done, strict=True))
+        finished += sum(int(r.size) for r in rows)
+    out = []
     for p in range(flowset.nphases):
-        rows = flowset.phase_rows(p)
-        traces: list[Trace] = []
-        for _ in range(samples if rng is not None and serialized[rows].any() else 1):
-            traces.append(
-                run(
-                    platform,
-                    flowset.incidence[rows],
-                    flowset.size_bits[rows],
-                    flowset.latency_s[rows],
-                    phase_deps(flowset, rows, serialized, rng),
-                    timeline=timeline and not traces,
-                    flow_rates=flow_rates and not traces,
-                    rtol=rtol,
-                )
-            )
-        mean = float(np.mean([t.makespan_s for t in traces]))
-        out.append(PhaseRun(rows, traces[0], mean))
+        mean = float(np.mean([t.makespan_s for t in traces[p]]))
+        out.append(PhaseRun(flowset.phase_rows(p), traces[p][0], mean))
     return out
+
+
+def _offset(report: Progress, base: int, total: int, done: int) -> None:
+    report(base + done, total)
+
+
+def _phase_samples(
+    platform: Platform,
+    flowset: FlowSet,
+    p: int,
+    serialized: npt.NDArray[np.bool_],
+    rng: np.random.Generator | None,
+    samples: int,
+    timeline: bool,
+    flow_rates: bool,
+    rtol: float,
+) -> list[Trace]:
+    """One phase run alone, ``samples`` times when it has exchanges drawn by ``rng``."""
+    rows = flowset.phase_rows(p)
+    traces: list[Trace] = []
+    for _ in range(samples if rng is not None and serialized[rows].any() else 1):
+        traces.append(
+            run(
+                platform,
+                flowset.incidence[rows],
+                flowset.size_bits[rows],
+                flowset.latency_s[rows],
+                phase_deps(flowset, rows, serialized, rng),
+                timeline=timeline and not traces,
+                flow_rates=flow_rates and not traces,
+                rtol=rtol,
+            )
+        )
+    return traces
 
 
 def run_ranks(

@@ -43,37 +43,13 @@ import numpy.typing as npt
 
 from sdnmpi.core.routing.model import Demands, Routing
 from sdnmpi.errors import ConfigError, RoutingError
-from sdnmpi.sim.maxmin import incidence_matrix
+from sdnmpi.sim.maxmin import gather_rows, incidence_matrix, row_positions
 from sdnmpi.sim.platform import Platform
 from sdnmpi.sim.protocol import Protocol
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
-
-
-def row_positions(indptr: IntArray, rows: IntArray) -> tuple[IntArray, IntArray]:
-    """Positions of the CSR entries of ``rows`` (in row order), and each row's length.
-
-    >>> row_positions(np.array([0, 2, 3, 5]), np.array([2, 0]))
-    (array([3, 4, 0, 1]), array([2, 2]))
-    """
-    starts = indptr[rows]
-    lengths = indptr[rows + 1] - starts
-    if not lengths.size:
-        return np.zeros(0, dtype=np.int64), lengths
-    offsets = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-    return np.arange(int(lengths.sum()), dtype=np.int64) + offsets, lengths
-
-
-def gather_rows(indptr: IntArray, values: IntArray, rows: IntArray) -> IntArray:
-    """Concatenate the CSR segments ``values[indptr[r]:indptr[r+1]]`` of ``rows``.
-
-    >>> gather_rows(np.array([0, 2, 3, 5]), np.array([7, 8, 9, 10, 11]), np.array([2, 0]))
-    array([10, 11,  7,  8])
-    """
-    out: IntArray = values[row_positions(indptr, rows)[0]]
-    return out
 
 
 @dataclass(frozen=True, eq=False)

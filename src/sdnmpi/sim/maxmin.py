@@ -123,6 +123,42 @@ def _fill_stage(
     return level + delta, saturated
 
 
+def row_positions(indptr: IntArray, rows: IntArray) -> tuple[IntArray, IntArray]:
+    """Positions of the CSR entries of ``rows`` (in row order), and each row's length.
+
+    >>> row_positions(np.array([0, 2, 3, 5]), np.array([2, 0]))
+    (array([3, 4, 0, 1]), array([2, 2]))
+    """
+    starts = indptr[rows]
+    lengths = indptr[rows + 1] - starts
+    if not lengths.size:
+        return np.zeros(0, dtype=np.int64), lengths
+    offsets = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    return np.arange(int(lengths.sum()), dtype=np.int64) + offsets, lengths
+
+
+def gather_rows(indptr: IntArray, values: IntArray, rows: IntArray) -> IntArray:
+    """Concatenate the CSR segments ``values[indptr[r]:indptr[r+1]]`` of ``rows``.
+
+    >>> gather_rows(np.array([0, 2, 3, 5]), np.array([7, 8, 9, 10, 11]), np.array([2, 0]))
+    array([10, 11,  7,  8])
+    """
+    out: IntArray = values[row_positions(indptr, rows)[0]]
+    return out
+
+
+def segment_starts(keys: IntArray) -> IntArray:
+    """Where each run of equal values of a sorted array begins.
+
+    >>> segment_starts(np.array([2, 2, 5, 7, 7, 7])).tolist()
+    [0, 2, 3]
+    """
+    if not keys.size:
+        return np.zeros(0, dtype=np.int64)
+    out: IntArray = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    return out
+
+
 def arc_rates(incidence: Any, rates: FloatArray, narcs: int) -> FloatArray:
     """Total rate on each arc: ``incidence^T @ rates`` (flows with no arc ignored)."""
     inc = sparse.csr_array(incidence)

@@ -31,14 +31,8 @@ from scipy import sparse
 
 from sdnmpi.core.routing.model import Demands
 from sdnmpi.core.routing.replication import Multicasts
-from sdnmpi.sim.flowset import (
-    BoolArray,
-    FlowSet,
-    IntArray,
-    Replicas,
-    gather_rows,
-    row_positions,
-)
+from sdnmpi.sim.flowset import BoolArray, FlowSet, IntArray, Replicas
+from sdnmpi.sim.maxmin import gather_rows, row_positions
 
 
 def merged(flows: FlowSet, demands: Demands) -> FlowSet:

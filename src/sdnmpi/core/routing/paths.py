@@ -402,6 +402,60 @@ class ShortestPaths:
         ranks = range(total) if total <= self.limit else self._spread(total)
         return np.array([self.unrank(src, dst, r) for r in ranks], dtype=np.int64)
 
+    def many(self, src: IntArray, dst: IntArray) -> tuple[IntArray, IntArray]:
+        """:meth:`paths` of many (``src``, ``dst``) pairs at once, unranked together.
+
+        Returns ``(ptr, arcs)``: pair ``i``'s candidates are rows ``ptr[i]:ptr[i+1]``
+        of ``arcs`` (padded with -1), the same paths in the same order as
+        :meth:`paths` gives.
+        """
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        uniq, inverse = np.unique(dst, return_inverse=True)
+        table = np.array([self._count_to(int(d)) for d in uniq.tolist()], dtype=np.int64)
+        row = inverse.reshape(-1).astype(np.int64)
+        total = table[row, src] if src.size else np.zeros(0, np.int64)
+        if (total == 0).any():
+            bad = int(np.flatnonzero(total == 0)[0])
+            names = self.fabric.names
+            raise RoutingError(f"no path from {names[int(src[bad])]} to {names[int(dst[bad])]}")
+        width = np.minimum(total, self.limit)
+        ptr = np.zeros(src.size + 1, dtype=np.int64)
+        np.cumsum(width, out=ptr[1:])
+        pair = np.repeat(np.arange(src.size, dtype=np.int64), width)
+        nth = np.arange(int(ptr[-1]), dtype=np.int64) - ptr[pair]
+        spread = total[pair] > self.limit
+        rank = np.where(spread, nth * total[pair] // self.limit, nth)
+        return ptr, self._unrank_many(src[pair], dst[pair], rank, table, row[pair])
+
+    def _unrank_many(
+        self, node: IntArray, dst: IntArray, rank: IntArray, table: IntArray, row: IntArray
+    ) -> IntArray:
+        """:meth:`unrank` vectorized: ``table[row[i]]`` is :meth:`_count_to` of ``dst[i]``."""
+        choices, heads = self._choices, self.fabric.arc_dst
+        node, rank = node.copy(), rank.copy()
+        hops: list[IntArray] = []
+        while True:
+            go = np.flatnonzero(node != dst)
+            if not go.size:
+                break
+            nd, dd, rr = node[go], dst[go], rank[go]
+            n = choices.count[dd, nd]
+            chosen = np.full(go.size, -1, dtype=np.int64)
+            for j in range(choices.arcs.shape[2]):
+                open_ = (j < n) & (chosen < 0)
+                arc = np.where(open_, choices.arcs[dd, nd, j], 0).astype(np.int64)
+                c = table[row[go], heads[arc]]
+                take = open_ & (rr < c)
+                chosen[take] = arc[take]
+                rr = np.where(open_ & ~take, rr - c, rr)
+            step = np.full(node.size, -1, dtype=np.int64)
+            step[go] = chosen
+            hops.append(step)
+            node[go], rank[go] = heads[chosen], rr
+        if not hops:
+            return np.zeros((node.size, 0), dtype=np.int64)
+        return np.stack(hops, axis=1)
+
     def _spread(self, total: int) -> list[int]:
         return [i * total // self.limit for i in range(self.limit)]
 
