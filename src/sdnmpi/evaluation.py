@@ -297,7 +297,7 @@ def _one(
     clock: Callable[[], float],
 ) -> RouterResult:
     t0 = clock()
-    routing = _route(name, fabric, demands, options)
+    routing = route(name, fabric, demands, options)
     t1 = clock()
     if options.check_paths:
         validate(fabric, demands, routing)
@@ -347,7 +347,9 @@ def _arc_utilization(fabric: Fabric, demands: Demands, routing: Routing) -> np.n
     return out
 
 
-def _route(name: str, fabric: Fabric, demands: Demands, options: Options) -> Routing:
+def route(name: str, fabric: Fabric, demands: Demands, options: Options) -> Routing:
+    """Route ``demands`` with router ``name`` at ``options.granularity``: all phases at
+    once (``job``) or each phase by itself (``phase``), replicated transfers on trees."""
     if options.granularity == "job" or demands.nphases <= 1:
         return route_replicated(name, fabric, demands, seed=options.seed)
     width = 0
