@@ -117,7 +117,7 @@ class JobBound:
 class _Merged:
     """Merged phases: their host-level pairs, weights, and per-phase bounds."""
 
-    src: IntArray  # one entry per (merged phase, host pair)
+    src: IntArray  # one entry per (merged phase, host pair), by phase
     dst: IntArray
     size: IntArray
     q: IntArray
@@ -236,7 +236,8 @@ def _component(
     if qs.size == 1 and not force_lp:
         return lower, "per-phase"
     if split is not None:
-        rows = [np.flatnonzero(m.q == q) for q in qs.tolist()]
+        start = np.searchsorted(m.q, np.arange(m.nq + 1))  # entries are by phase
+        rows = [slice(int(start[q]), int(start[q + 1])) for q in qs.tolist()]
         upper = [split(m.src[r], m.dst[r], m.size[r]) for r in rows]
         if float(m.weight[qs] @ np.array(upper)) <= lower * (1 + _RTOL):
             return lower, "certified"
