@@ -20,8 +20,9 @@ IntArray = npt.NDArray[np.int64]
 #: grows with the pairs (about 1.5 s for 65,280 pairs of FT at 256 ranks on
 #: fat_tree(12)), and above the old limit of 50,000 the search alone was far worse:
 #: on fat_tree(12), 256 ranks placed at random, Alltoall at 1.94x the bound and FT at
-#: 1.03x after 19 and 33 s, against 1.00x in 2-3 s from this start.  The limit now
-#: admits a 1024-rank Alltoall (1,047,552 pairs).
+#: 1.03x after 19 and 33 s, against 1.00x in 2-3 s from this start; on fat_tree(16)
+#: with 1024 ranks at random, FT at 1.58x and Alltoall at 3.93x, now 1.00x in 38 and
+#: 29 s (docs/bounds.md).  The limit admits a 1024-rank Alltoall (1,047,552 pairs).
 COLOR_PAIRS = 2_000_000
 
 
