@@ -12,6 +12,12 @@ controller installs when a job starts); ``phase`` routes every phase separately
 (what per-primitive routing can install).  Oblivious routers give the same
 paths either way.
 
+Two bounds on the routing's ``max_link_busy``: the per-phase LP bound (the best of
+any routing, even one per phase) and, unless ``Options.job_bound`` is off, the
+job-level LP bound (the best of one fractional routing for all phases,
+:mod:`sdnmpi.core.routing.jobbound`): the one to judge a router at ``job``
+granularity by, where the per-phase bound judges it at ``phase`` granularity.
+
 The lower bound on time assumes phases run one after another (``phases``
 mode); in ``ranks`` mode, where phases overlap, it is the LP bound of all
 phases' bytes together (:func:`collapsed`).
@@ -39,6 +45,7 @@ effects.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -48,7 +55,7 @@ import numpy as np
 from sdnmpi.core import broadcasts
 from sdnmpi.core.pattern import Pattern
 from sdnmpi.core.placement import Placement
-from sdnmpi.core.routing import ROUTERS, Demands, Fabric, Routing, phase_demands, validate
+from sdnmpi.core.routing import ROUTERS, Demands, Fabric, Routing, jobbound, phase_demands, validate
 from sdnmpi.core.routing import bound as lp
 from sdnmpi.core.routing import multicast_bound as mb
 from sdnmpi.core.routing.candidates import host_phases
@@ -97,6 +104,7 @@ class RouterResult:
     protocol: str = IDEAL.spec
     bcast: str = "library"
     speedup_vs_library: float | None = None
+    job_lp_max_link_busy_s: float | None = None
 
     @property
     def bound_ratio(self) -> float:
@@ -104,6 +112,14 @@ class RouterResult:
         return (
             self.max_link_busy_s / self.lp_max_link_busy_s if self.lp_max_link_busy_s > 0 else 1.0
         )
+
+    @property
+    def job_bound_ratio(self) -> float | None:
+        """``max_link_busy_s / job_lp_max_link_busy_s`` (None without the job bound)."""
+        job = self.job_lp_max_link_busy_s
+        if job is None:
+            return None
+        return self.max_link_busy_s / job if job > 0 else 1.0
 
     @property
     def time_ratio(self) -> float | None:
@@ -123,6 +139,8 @@ class RouterResult:
             "max_link_busy_s": self.max_link_busy_s,
             "lp_max_link_busy_s": self.lp_max_link_busy_s,
             "bound_ratio": self.bound_ratio,
+            "job_lp_max_link_busy_s": self.job_lp_max_link_busy_s,
+            "job_bound_ratio": self.job_bound_ratio,
             "single_path_bound_s": self.single_path_bound_s,
             "lower_bound_s": self.lower_bound_s,
             "time_ratio": self.time_ratio,
@@ -145,7 +163,8 @@ class Options:
     ``protocol`` is the MPI library's point-to-point protocol the simulation
     models (:mod:`sdnmpi.sim.protocol`; :data:`~sdnmpi.sim.IDEAL` by default);
     ``bcast`` how ``MPI_Bcast`` calls are evaluated (the module's text);
-    ``simulate=False`` skips the simulation.
+    ``simulate=False`` skips the simulation; ``job_bound`` whether to compute the job-level LP bound
+    (:mod:`sdnmpi.core.routing.jobbound`).
     """
 
     routers: tuple[str, ...]
@@ -157,6 +176,7 @@ class Options:
     protocol: Protocol = IDEAL
     bcast: Bcast = "library"
     simulate: bool = True
+    job_bound: bool = True
 
 
 @dataclass(frozen=True)
@@ -226,6 +246,11 @@ def _evaluate(
     what = f"{workload.name} ({demands.nphases:,} phases, {len(demands):,} flows)"
     progress(Step(f"{what}: lower bound", 0, total))
     bound = lp.pattern_bound(fabric, demands, clock=clock)
+    job: float | None = None
+    if options.job_bound:
+        progress(Step(f"{what}: job-level bound", 0.5, total))
+        value = jobbound.job_bound(fabric, demands, bound.phases, clock=clock).lp_max_link_busy_s
+        job = None if math.isnan(value) else value
     time_bound = bound.lower_bound_s
     if options.mode == "ranks" and demands.nphases > 1:
         time_bound = overlapped_bound(fabric, demands, clock)
@@ -235,7 +260,9 @@ def _evaluate(
         tell = _Teller(progress, f"{what}: {name}", at, total)
         results.append(_one(fabric, demands, workload.name, name, bound, options, clock, tell))
     progress(Step(f"{what}: done", total, total))
-    return _with_speedups([replace(r, lower_bound_s=time_bound) for r in results])
+    return _with_speedups(
+        [replace(r, lower_bound_s=time_bound, job_lp_max_link_busy_s=job) for r in results]
+    )
 
 
 @dataclass(frozen=True)
@@ -318,7 +345,7 @@ def _one(
 ) -> RouterResult:
     tell.routing()
     t0 = clock()
-    routing = _route(name, fabric, demands, options)
+    routing = route(name, fabric, demands, options)
     t1 = clock()
     if options.check_paths:
         validate(fabric, demands, routing)
@@ -385,7 +412,9 @@ def _arc_name(fabric: Fabric, arc: int) -> str:
     return f"{a.src}->{a.dst}"
 
 
-def _route(name: str, fabric: Fabric, demands: Demands, options: Options) -> Routing:
+def route(name: str, fabric: Fabric, demands: Demands, options: Options) -> Routing:
+    """Route ``demands`` with router ``name`` at ``options.granularity``: all phases at
+    once (``job``) or each phase by itself (``phase``), replicated transfers on trees."""
     if options.granularity == "job" or demands.nphases <= 1:
         return route_replicated(name, fabric, demands, seed=options.seed)
     width = 0

@@ -58,6 +58,11 @@ def test_evaluate_records_are_consistent(capsys):
     for r in records:
         assert r["lp_max_link_busy_s"] <= r["max_link_busy_s"] * (1 + 1e-6)
         assert r["lp_max_link_busy_s"] <= r["single_path_bound_s"] * (1 + 1e-6)
+        assert r["lp_max_link_busy_s"] <= r["job_lp_max_link_busy_s"] * (1 + 1e-9)
+        assert r["job_lp_max_link_busy_s"] <= r["max_link_busy_s"] * (1 + 1e-6)
+        assert r["job_bound_ratio"] == pytest.approx(
+            r["max_link_busy_s"] / r["job_lp_max_link_busy_s"]
+        )
         assert r["lower_bound_s"] <= r["comm_time_s"] * (1 + 1e-6)
         if r["router"] == "dmodk":
             assert r["speedup_vs_dmodk"] == pytest.approx(1.0)
@@ -82,6 +87,19 @@ def test_evaluate_table_and_plots(capsys, tmp_path: Path):
     assert "stencil2d" in out and "ours" in out
     pngs = sorted(p.name for p in tmp_path.glob("*.png"))
     assert pngs[0] == "comm-time.png" and len(pngs) == 2
+
+
+def test_job_bound_in_the_table_and_skipped_on_request(capsys):
+    args = ["evaluate", "-t", "allreduce28", "-w", "allreduce:nprocs=28,bytes=1048576"]
+    code, out, _ = run(capsys, *args, "-r", "dmodk,ours")
+    assert code == 0
+    assert "job LP bound" in out and "/ job LP" in out
+    code, out, _ = run(capsys, *args, "-r", "ours", "--no-job-bound", "--json")
+    assert code == 0
+    (rec,) = json.loads(out)["records"]
+    assert rec["job_lp_max_link_busy_s"] is None and rec["job_bound_ratio"] is None
+    code, out, _ = run(capsys, *args, "-r", "ours", "--no-job-bound")
+    assert code == 0 and "job LP" not in out
 
 
 @pytest.mark.parametrize(

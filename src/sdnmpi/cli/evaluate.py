@@ -61,6 +61,12 @@ def evaluate(
         help="MPI_Bcast calls: library (their algorithm's messages), replicated (one "
         "switch-replicated transfer on a tree, issue 14) or both (records of each).",
     ),
+    job_bound: bool = typer.Option(
+        True,
+        "--job-bound/--no-job-bound",
+        help="Also bound one routing for all phases (the job-level LP; an LP per coupled "
+        "set of phases where the even split does not settle it).",
+    ),
     side: str = typer.Option("tx", "--side", help="pfprof traces: tx or rx matrices."),
     as_json: bool = typer.Option(False, "--json", help="Print the stable JSON document."),
     plot: Path | None = typer.Option(
@@ -93,6 +99,7 @@ def evaluate(
         protocol=parse_protocol(protocol),
         bcast=_choice(bcast, evaluation.BCASTS, "--bcast"),  # type: ignore[arg-type]
         simulate=simulate,
+        job_bound=job_bound,
     )
     for where, option in ((plot, "--plot"), (timeline, "--timeline")):
         if where is not None:
@@ -183,15 +190,19 @@ def _render(results: list[evaluation.RouterResult], topo: str, plots: list[str])
     for name, rows in by_workload.items():
         first = rows[0]
         vs_library = any(r.speedup_vs_library is not None for r in rows)
+        job = first.job_lp_max_link_busy_s
         columns = ["router", "comm time", "vs D-mod-K", *(["vs library"] if vs_library else [])]
         table = Table(
             *columns,
             "max link util",
             "/ LP",
+            *(["/ job LP"] if job is not None else []),
             "time / bound",
             "route s",
             title=f"{name} on {topo}: {first.flows:,} flows, {first.phases} phases; "
-            f"LP bound {first.lp_max_link_busy_s:.4g}, lower bound {first.lower_bound_s:.4g} s"
+            f"LP bound {first.lp_max_link_busy_s:.4g}"
+            + ("" if job is None else f", job LP bound {job:.4g}")
+            + f", lower bound {first.lower_bound_s:.4g} s"
             + ("" if first.protocol == "ideal" else f"; protocol {first.protocol}"),
         )
         for r in rows:
@@ -202,6 +213,7 @@ def _render(results: list[evaluation.RouterResult], topo: str, plots: list[str])
                 *(f"{x:.2f}x" if x is not None else "-" for x in speeds),
                 f"{r.max_link_busy_s:.4g}",
                 f"{r.bound_ratio:.3f}",
+                *([f"{r.job_bound_ratio:.3f}"] if r.job_bound_ratio is not None else []),
                 f"{r.time_ratio:.3f}" if r.time_ratio is not None else "-",
                 f"{r.route_time_s:.3f}",
             )

@@ -292,6 +292,32 @@ def single_path_bound(fabric: Fabric) -> Callable[[IntArray, IntArray, Bytes], f
     return _Context(fabric).single_path
 
 
+def uniform_split_bound(fabric: Fabric) -> Callable[[IntArray, IntArray, Bytes], float] | None:
+    """``f(src, dst, bytes)``: the peak utilization (seconds, host arcs included) of one
+    host-level phase when every switch splits its flow evenly over its shortest next
+    hops toward the destination's leaf; ``None`` if some host has several links.
+
+    The split depends on the destinations only, never on the bytes, so it is one
+    fractional routing for every phase of a job: an upper bound on the job-level LP
+    (:mod:`sdnmpi.core.routing.jobbound`), as on each phase's ``lambda``.
+    """
+    ctx = _Context(fabric)
+    att = ctx.att
+    if att is None:
+        return None
+
+    def split(s: IntArray, t: IntArray, b: Bytes) -> float:
+        host = ctx.nic(s, t, np.asarray(b))
+        inter = att.leaf[s] != att.leaf[t]
+        if not inter.any():
+            return host
+        nh = fabric.nhosts
+        ls, lt = att.leaf[s[inter]] - nh, att.leaf[t[inter]] - nh
+        return max(host, ctx.switches.uniform_split(ls, lt, np.asarray(b)[inter]))
+
+    return split
+
+
 def _solve_phase(
     ctx: _Context,
     s: IntArray,

@@ -16,8 +16,14 @@ from sdnmpi.core.routing.model import Fabric
 
 IntArray = npt.NDArray[np.int64]
 
-#: Largest number of movable host pairs given the edge-colouring start.
-COLOR_PAIRS = 50_000
+#: Largest number of movable host pairs given the edge-colouring start.  Its cost
+#: grows with the pairs (about 1.5 s for 65,280 pairs of FT at 256 ranks on
+#: fat_tree(12)), and above the old limit of 50,000 the search alone was far worse:
+#: on fat_tree(12), 256 ranks placed at random, Alltoall at 1.94x the bound and FT at
+#: 1.03x after 19 and 33 s, against 1.00x in 2-3 s from this start; on fat_tree(16)
+#: with 1024 ranks at random, FT at 1.58x and Alltoall at 3.93x, now 1.00x in 38 and
+#: 29 s (docs/bounds.md).  The limit admits a 1024-rank Alltoall (1,047,552 pairs).
+COLOR_PAIRS = 2_000_000
 
 
 def coloring_start(prob: PairProblem, fabric: Fabric) -> IntArray | None:
