@@ -441,7 +441,7 @@ static int run_root(struct root_entry *e, uint64_t session, const void *buf, uin
 	sdn_rb_sender_stats(s, &st);
 	B.tx.packets += st.packets, B.tx.repairs += st.repairs, B.tx.tail += st.tail;
 	B.tx.acks += st.acks, B.tx.ignored += st.ignored, B.tx.cuts += st.cuts;
-	B.tx.ece_acks += st.ece_acks, B.tx.ecn_cuts += st.ecn_cuts;
+	B.tx.ece_acks += st.ece_acks, B.tx.ecn_cuts += st.ecn_cuts, B.tx.undone += st.undone;
 	if (a == SDN_RB_DONE) {
 		sdn_rb_sender_free(s);
 		return STATUS_OK;
@@ -593,12 +593,13 @@ void sdn_bcast_finish(void)
 					 (unsigned long long)B.reasons[r]);
 	fprintf(stderr,
 		"sdnmpi: rank %d: bcast stats: replicated=%llu fallback[%s] sent=%llu "
-		"repairs=%llu tail=%llu acks_in=%llu cuts=%llu ece_in=%llu ecn_cuts=%llu "
+		"repairs=%llu tail=%llu undone=%llu acks_in=%llu cuts=%llu ece_in=%llu ecn_cuts=%llu "
 		"received=%llu duplicates=%llu ignored=%llu ect=%llu ce=%llu acks_out=%llu "
 		"ece_out=%llu send_errors=%llu rcvbuf=%d\n",
 		B.world_rank, (unsigned long long)B.replicated, reasons,
 		(unsigned long long)B.tx.packets, (unsigned long long)B.tx.repairs,
-		(unsigned long long)B.tx.tail, (unsigned long long)B.tx.acks,
+		(unsigned long long)B.tx.tail, (unsigned long long)B.tx.undone,
+		(unsigned long long)B.tx.acks,
 		(unsigned long long)B.tx.cuts, (unsigned long long)B.tx.ece_acks,
 		(unsigned long long)B.tx.ecn_cuts, (unsigned long long)B.rx.packets,
 		(unsigned long long)B.rx.duplicates, (unsigned long long)B.rx.ignored,

@@ -10,6 +10,21 @@ struct rb_peer {
 	uint32_t cum;        /* leading packets it holds */
 	uint64_t bitmap;     /* packets cum+1+i it holds */
 	uint64_t last_heard; /* its last valid ACK (or the start) */
+	uint64_t rack;       /* the highest xmit it echoed: the latest copy it has taken */
+	uint64_t probe_at;   /* when its last timeout marked a repair (0: none yet) */
+	int behind;          /* it lacked the packet of the last tail timeout (see undo) */
+};
+
+/* What a tail timeout changed, to be undone if it proves spurious (Eifel, RFC 3522):
+ * every receiver that lacked the packet shows it held by an ACK echoing no copy as
+ * late as the retransmission, so each took the original. */
+struct rb_undo {
+	int pending;      /* receivers still to show it (0: nothing to undo) */
+	uint32_t seq;     /* the packet retransmitted */
+	uint64_t xmit;    /* the retransmission's xmit */
+	double cwnd, ssthresh;
+	uint32_t recover;
+	uint64_t rto;
 };
 
 struct sdn_rb_sender {
@@ -34,6 +49,7 @@ struct sdn_rb_sender {
 	double ssthresh;
 	uint32_t recover; /* no second cut until the slowest receiver passes this */
 	struct rb_peer *peer;
+	struct rb_undo undo;
 	enum sdn_rb_fail fail;
 	int32_t fail_peer;
 	struct sdn_rb_sender_stats st;
@@ -50,6 +66,7 @@ struct sdn_rb_receiver {
 	int ack_due, dup_due, final_left, complete, failed;
 	int ce_pending; /* a CE mark since the last ACK: the next one carries ECE */
 	int ece_sent;   /* the last ACK carried ECE (a congestion episode is on) */
+	uint64_t xmit;  /* the highest xmit of any valid copy taken: echoed in ACKs */
 	struct sdn_rb_receiver_stats st;
 };
 
@@ -270,33 +287,41 @@ static uint64_t timer_base(const struct sdn_rb_sender *s, uint32_t seq)
 	return s->last_sent[seq] > s->progress_at ? s->last_sent[seq] : s->progress_at;
 }
 
-/* Mark what a receiver's ACK shows missing.  Certainly lost: a packet sent after its
- * last transmission has arrived (a receiver's path is FIFO; RACK, RFC 8985), which
- * also keeps a repair from being repeated before it could have arrived.  Merely late:
- * the retransmit timeout after the packet's own send.  Restarted on the slowest
- * receiver's progress, a fast receiver's lost tail waited behind a slow receiver until
- * it gave up; restarted on r's own progress (2026-11-27, measured at 20 hosts), a
- * receiver that had lost many packets on a fast path waited an RTO per repair, and
- * 4-20 of 56 calls on an unshaped bridge failed.  From the send alone, packets still
- * queued behind the window time out when the RTO falls below the queueing delay (at
- * 20 emulated hosts 6-16 % of all packets went twice): docs/bcast.md, Next. */
-static void mark_missing(struct sdn_rb_sender *s, uint64_t now, uint32_t cum, uint64_t bitmap)
+/* Mark what receiver r is missing, by all its ACKs so far.  Certainly lost: a packet
+ * whose last copy went out before the latest copy r has taken (its echoed xmit; a
+ * receiver's path is FIFO: RACK, RFC 8985, on transmission order), after a hold-off
+ * for reordering; this also keeps a repair from being repeated before it could have
+ * arrived.  Merely
+ * late (nothing sent after it has arrived, as for a lost tail): one probe per
+ * receiver and retransmit timeout, the lowest such packet; when the probe arrives,
+ * RACK finds the rest of a lost tail at once (as TCP's tail loss probe and F-RTO).
+ * A timeout for every late packet repaired whatever a receiver had not read yet:
+ * packets queued behind a shaped port, or a rank that did not get a core for 80 ms
+ * (at 20 emulated hosts 6-16 % of all packets went twice; docs/bcast.md).  Timers
+ * from the slowest receiver's progress made a fast receiver's lost tail wait behind a
+ * slow receiver; from r's own progress, a receiver that had lost many packets waited
+ * an RTO per repair (4-20 of 56 calls on an unshaped bridge failed). */
+static void mark_missing(struct sdn_rb_sender *s, struct rb_peer *r, uint64_t now)
 {
+	uint32_t cum = r->cum;
+	uint64_t bitmap = r->bitmap;
 	uint64_t span = (uint64_t)cum + 1 + SDNMPI_RBCAST_BITMAP_BITS;
 	uint32_t end = span < s->next_new ? (uint32_t)span : s->next_new;
-	uint64_t top = bitmap ? (uint64_t)cum + 1 + (uint64_t)(63 - __builtin_clzll(bitmap)) : 0;
-	uint64_t top_order = top ? s->order[top] : 0;
+	int probe = !r->probe_at || elapsed(now, r->probe_at) >= s->rto;
 
 	for (uint32_t seq = cum; seq < end; seq++) {
 		if (seq > cum && (bitmap >> (seq - cum - 1)) & 1)
 			continue;
 		if (s->need[seq])
 			continue;
-		if (seq < top && s->order[seq] < top_order &&
-		    elapsed(now, s->last_sent[seq]) >= s->p.repair_holdoff_ns) {
-			(void)congestion(s, seq);
-			mark_repair(s, seq);
-		} else if (elapsed(now, s->last_sent[seq]) >= s->rto) {
+		if (s->order[seq] < r->rack) {
+			if (elapsed(now, s->last_sent[seq]) >= s->p.repair_holdoff_ns) {
+				(void)congestion(s, seq);
+				mark_repair(s, seq);
+			}
+		} else if (probe && elapsed(now, s->last_sent[seq]) >= s->rto) {
+			probe = 0;
+			r->probe_at = now;
 			mark_repair(s, seq);
 		}
 	}
@@ -344,6 +369,63 @@ static void echoed_ce(struct sdn_rb_sender *s, uint32_t cum, uint64_t bitmap)
 		s->st.ecn_cuts++;
 }
 
+/* Receiver r, which lacked the last tail timeout's packet, shows it held (cum beyond
+ * it, or its bit): by the original (its echo older than the retransmission) one fewer
+ * to wait for, and the timeout is undone when none is left; by the retransmission, the
+ * loss was real and nothing is undone. */
+static void check_undo(struct sdn_rb_sender *s, struct rb_peer *r, uint32_t cum, uint64_t bitmap,
+		       uint64_t xmit)
+{
+	struct rb_undo *u = &s->undo;
+	int shows = cum > u->seq ||
+		    (u->seq > cum && u->seq - cum - 1 < SDNMPI_RBCAST_BITMAP_BITS &&
+		     (bitmap >> (u->seq - cum - 1)) & 1);
+
+	if (!u->pending || !shows)
+		return;
+	r->behind = 0;
+	if (xmit >= u->xmit) {
+		for (uint32_t i = 0; i < s->nrecv; i++)
+			s->peer[i].behind = 0;
+		u->pending = 0;
+		return;
+	}
+	if (--u->pending)
+		return;
+	if (s->cwnd < u->cwnd)
+		s->cwnd = u->cwnd;
+	s->ssthresh = u->ssthresh;
+	s->recover = u->recover;
+	s->rto = u->rto;
+	s->st.undone++;
+}
+
+/* A tail timeout of packet seq (retransmitted as xmit) from these values: remember
+ * them and which receivers lacked it. */
+static void arm_undo(struct sdn_rb_sender *s, uint32_t seq, double cwnd, double ssthresh,
+		     uint32_t recover, uint64_t rto)
+{
+	struct rb_undo *u = &s->undo;
+
+	if (u->pending && u->seq == seq)
+		return; /* backed off again: spurious if the original got there after all */
+	u->pending = 0;
+	for (uint32_t i = 0; i < s->nrecv; i++) {
+		struct rb_peer *r = &s->peer[i];
+		int has = r->cum > seq || (seq > r->cum && seq - r->cum - 1 < SDNMPI_RBCAST_BITMAP_BITS &&
+					   (r->bitmap >> (seq - r->cum - 1)) & 1);
+
+		r->behind = !has;
+		u->pending += !has;
+	}
+	u->seq = seq;
+	u->xmit = s->order[seq];
+	u->cwnd = cwnd;
+	u->ssthresh = ssthresh;
+	u->recover = recover;
+	u->rto = rto;
+}
+
 int sdn_rb_sender_on_ack(struct sdn_rb_sender *s, uint64_t now, const void *pkt, size_t len)
 {
 	struct sdnmpi_rbcast_hdr h;
@@ -371,6 +453,10 @@ int sdn_rb_sender_on_ack(struct sdn_rb_sender *s, uint64_t now, const void *pkt,
 	if (top_shown(h.seq, bitmap, &top) && (bitmap || h.seq > r->cum) &&
 	    s->sends[top] == 1 && now >= s->last_sent[top])
 		rtt_sample(s, now - s->last_sent[top]); /* Karn: only a packet sent once */
+	if (h.xmit <= s->sent_total && h.xmit > r->rack) /* an echo of no copy sent: unknown */
+		r->rack = h.xmit;
+	if (r->behind)
+		check_undo(s, r, h.seq, bitmap, h.xmit);
 	if (h.seq > r->cum) {
 		r->cum = h.seq;
 		r->bitmap = bitmap;
@@ -386,8 +472,8 @@ int sdn_rb_sender_on_ack(struct sdn_rb_sender *s, uint64_t now, const void *pkt,
 	}
 	if (h.flags & SDNMPI_RBCAST_FLAG_ECE)
 		echoed_ce(s, h.seq, bitmap);
-	if (h.seq < s->npackets)
-		mark_missing(s, now, h.seq, bitmap);
+	if (r->cum < s->npackets)
+		mark_missing(s, r, now); /* what r is known to hold: a stale ACK marks nothing */
 	return 0;
 }
 
@@ -405,13 +491,14 @@ static void fill_packet(struct sdn_rb_sender *s, uint64_t now, uint32_t seq, int
 	h.npackets = s->npackets;
 	h.total_len = s->len;
 	h.payload_len = (uint32_t)packet_len(s->len, s->p.payload_bytes, seq);
+	s->order[seq] = ++s->sent_total;
+	h.xmit = s->sent_total;
 	sdnmpi_rbcast_encode(&h, out->hdr);
 	out->payload = s->buf + (uint64_t)seq * s->p.payload_bytes;
 	out->payload_len = h.payload_len;
 	out->seq = seq;
 	out->repair = repair;
 	s->last_sent[seq] = now;
-	s->order[seq] = ++s->sent_total;
 	if (s->sends[seq] < UINT8_MAX)
 		s->sends[seq]++;
 	s->st.packets++;
@@ -491,7 +578,12 @@ enum sdn_rb_action sdn_rb_sender_poll(struct sdn_rb_sender *s, uint64_t now,
 	if (seq < s->next_new && elapsed(now, timer_base(s, seq)) >= s->rto) {
 		/* A timeout: the window shrinks to its least and the timeout backs off
 		 * (RFC 6298 5.5) until an ACK brings a new sample. */
+		double cwnd = s->cwnd, ssthresh = s->ssthresh;
+		uint32_t recover = s->recover;
+		uint64_t rto = s->rto;
+
 		fill_packet(s, now, seq, 1, out);
+		arm_undo(s, seq, cwnd, ssthresh, recover, rto);
 		s->st.tail++;
 		s->ssthresh = s->cwnd / 2 < CWND_MIN ? CWND_MIN : s->cwnd / 2;
 		s->cwnd = CWND_MIN;
@@ -601,6 +693,8 @@ int sdn_rb_receiver_on_data(struct sdn_rb_receiver *r, uint64_t now, const void 
 	}
 	if (ce)
 		took_ce(r);
+	if (h.xmit > r->xmit)
+		r->xmit = h.xmit;
 	if (r->have[h.seq]) {
 		r->st.duplicates++;
 		r->dup_due = 1;
@@ -641,6 +735,7 @@ static void fill_ack(const struct sdn_rb_receiver *r, uint8_t ack[SDNMPI_RBCAST_
 	h.npackets = r->npackets;
 	h.total_len = r->len;
 	h.receiver = r->index;
+	h.xmit = r->xmit;
 	for (uint32_t i = 0; i < SDNMPI_RBCAST_BITMAP_BITS; i++) {
 		uint64_t seq = (uint64_t)r->cum + 1 + i;
 		if (seq >= r->npackets)

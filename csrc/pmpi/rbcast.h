@@ -96,6 +96,7 @@ struct sdn_rb_sender_stats {
 	uint64_t cuts;      /* congestion window cuts (losses or ECE, one per window) */
 	uint64_t ece_acks;  /* valid ACKs with ECE (a receiver saw a CE mark) */
 	uint64_t ecn_cuts;  /* ... cuts (of cuts) an ECE ACK made */
+	uint64_t undone;    /* tail timeouts undone: every receiver had the original */
 };
 
 struct sdn_rb_receiver_stats {

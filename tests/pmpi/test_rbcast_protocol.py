@@ -66,7 +66,9 @@ class Packet(ctypes.Structure):
     ]
 
 
-SENDER_STATS = ("packets", "repairs", "tail", "acks", "ignored", "cuts", "ece_acks", "ecn_cuts")
+SENDER_STATS = (
+    "packets", "repairs", "tail", "acks", "ignored", "cuts", "ece_acks", "ecn_cuts", "undone"
+)  # fmt: skip
 RECEIVER_STATS = ("packets", "duplicates", "ignored", "acks", "ce", "ece_acks")
 
 
@@ -91,6 +93,7 @@ class CHeader(ctypes.Structure):
         ("payload_len", ctypes.c_uint32),
         ("receiver", ctypes.c_uint32),
         ("ack_bitmap", ctypes.c_uint64),
+        ("xmit", ctypes.c_uint64),
     ]
 
 
@@ -203,7 +206,7 @@ class Outcome:
     marks: int  # CE-marked DATA copies the receivers took (their stats' ce)
     ece_out: int  # ACKs the receivers sent with ECE
     cwnd: float  # the sender's congestion window at the end
-    early_cuts: list[tuple[int, int]]  # (packet the ACK showed, recover): must be empty
+    early_cuts: list[tuple[int, int]]  # (transmission shown, last cut's): must be empty
 
 
 def _stats(lib: ctypes.CDLL, sender: int) -> SenderStats:
@@ -231,30 +234,33 @@ def top_shown(ack: bytes) -> int:
 
 
 class WindowCheck:
-    """Follows the sender from outside: every cut must come from an ACK that shows a
-    packet sent after the previous cut or timeout (``recover``: the packets first
-    sent by then), the engine's once-per-window rule for losses and CE marks alike."""
+    """Follows the sender from outside: every cut must come from a receiver that has
+    taken a copy sent after the previous cut or timeout (its ACKs echo the latest copy
+    it took: ``xmit``), the engine's once-per-window rule for losses (RACK on
+    transmission order: a lost packet went out before a copy its receiver took, and
+    after the last cut) and CE marks (on a copy its receiver took) alike."""
 
     def __init__(self, lib: ctypes.CDLL, sender: int) -> None:
         self.lib, self.sender = lib, sender
-        self.next_new = self.recover = self.cuts = self.tail = 0
+        self.sends = self.cut_at = self.cuts = self.tail = 0
+        self.shown: dict[int, int] = {}  # receiver -> the latest copy it echoed
         self.early: list[tuple[int, int]] = []
 
     def sent(self, repair: int) -> None:
-        if not repair:
-            self.next_new += 1
-            return
-        tail = _stats(self.lib, self.sender).tail
-        if tail > self.tail:
-            self.tail, self.recover = tail, self.next_new
+        self.sends += 1
+        if repair:
+            tail = _stats(self.lib, self.sender).tail
+            if tail > self.tail:
+                self.tail, self.cut_at = tail, self.sends
 
     def acked(self, ack: bytes) -> None:
+        h = wire.decode(ack)
+        self.shown[h.receiver] = max(self.shown.get(h.receiver, 0), h.xmit)
         cuts = _stats(self.lib, self.sender).cuts
         if cuts > self.cuts:
-            top = top_shown(ack)
-            if top < self.recover:
-                self.early.append((top, self.recover))
-            self.cuts, self.recover = cuts, self.next_new
+            if self.shown[h.receiver] <= self.cut_at:
+                self.early.append((self.shown[h.receiver], self.cut_at))
+            self.cuts, self.cut_at = cuts, self.sends
 
 
 def simulate(
@@ -448,36 +454,39 @@ def test_moderate_loss_is_repaired(lib: ctypes.CDLL, loss: Loss, nrecv: int, siz
     assert o.end == DONE and o.delivered and o.guards and o.repairs > 0, o
 
 
-@pytest.mark.parametrize(
-    ("lag_ms", "p_stall"),
-    [
-        (0, 0.0),
-        (2, 0.0),
-        pytest.param(
-            0,
-            0.02,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="known (docs/bcast.md, Next): receivers whose ACKs stall 80 ms now "
-                "and then (ranks without a core) draw hundreds of spurious repairs and the "
-                "transfer takes about 11 s instead of 0.9 s",
-            ),
-        ),
-    ],
-    ids=["queued", "lagging-acks", "stalling-acks"],
-)
-def test_a_queued_window_is_not_repaired(lib: ctypes.CDLL, lag_ms: int, p_stall: float) -> None:
+@pytest.mark.parametrize("lag_ms", [0, 2], ids=["queued", "lagging-acks"])
+def test_a_queued_window_is_not_repaired(lib: ctypes.CDLL, lag_ms: int) -> None:
     """No loss, 1 MiB to 20 receivers through a 10 Mbit/s root link (the window
     queues as behind a shaped port), receivers whose ACKs lag by up to 40 ms: nothing
-    is sent twice.  Receivers whose ACKs stall now and then (ranks that did not get a
-    core, as 20 ranks on 2 cores do) draw spurious repairs, as the emulated fabric's
-    20-host runs did (6-16 % of all packets; docs/bcast.md, Next)."""
+    is sent twice."""
     src = random.Random(7).randbytes(1 << 20)
-    loss = Loss("none", rate_bps=10_000_000, ack_lag_ns=lag_ms * MS, stall_ns=80 * MS,
-                p_stall=p_stall)  # fmt: skip
+    loss = Loss("none", rate_bps=10_000_000, ack_lag_ns=lag_ms * MS)
     o = simulate(lib, make_params(lib, ack_every=2), src, 20, loss, seed=3)
     assert o.end == DONE and o.delivered, o
     assert o.repairs == 0, o
+
+
+@pytest.mark.parametrize(("lag_ms", "seed"), [(0, 1), (0, 2), (2, 3)])
+def test_stalling_acks_cost_little(lib: ctypes.CDLL, lag_ms: int, seed: int) -> None:
+    """The same transfer, receivers whose ACKs stall 80 ms now and then (ranks that did
+    not get a core, as 20 ranks on 2 cores do: about 150 stalls in the call).  A stall
+    longer than the timeout times the slowest receiver out; its late ACKs echo the
+    original copy, so the timeout is undone (window and timeout restored), and the
+    packets it had not yet acknowledged are not repaired (only late, not lost: RACK on
+    the echo).  Before the echo (wire version 1) this drew 900+ repairs and took 11-12
+    s instead of 0.9 s.  Here: under 3 % of the packets twice, at most 1.35x the time
+    without stalls, and the undo used."""
+    src = random.Random(7).randbytes(1 << 20)
+    calm = Loss("none", rate_bps=10_000_000, ack_lag_ns=lag_ms * MS)
+    stalls = Loss("none", rate_bps=10_000_000, ack_lag_ns=lag_ms * MS, stall_ns=80 * MS,
+                  p_stall=0.02)  # fmt: skip
+    base = simulate(lib, make_params(lib, ack_every=2), src, 20, calm, seed=seed)
+    o = simulate(lib, make_params(lib, ack_every=2), src, 20, stalls, seed=seed)
+    assert o.end == DONE and o.delivered and o.guards, o
+    assert o.repairs < 0.03 * 749, o
+    assert o.now < 1.35 * base.now, (o.now, base.now)
+    assert o.sender["tail"] > 0 and 0 < o.sender["undone"] <= o.sender["tail"], o
+    assert o.sender["cuts"] == 0 and not o.early_cuts, o
 
 
 def test_ce_marks_cut_the_window_without_loss(lib: ctypes.CDLL) -> None:
@@ -563,10 +572,10 @@ def test_c_unit_tests_and_their_vectors_decode_in_python(rbcast_build: Path) -> 
     assert run.stdout.strip().endswith(", 0 failures")
     vec = dict(ln.split()[1:] for ln in run.stdout.splitlines() if ln.startswith("rbcast-vector"))
     ack = wire.decode(bytes.fromhex(vec["ack"]))
-    assert ack == wire.Header(wire.TYPE_ACK, session=3, seq=1, npackets=1, total_len=100)
+    assert ack == wire.Header(wire.TYPE_ACK, session=3, seq=1, npackets=1, total_len=100, xmit=1)
     data_pkt = bytes.fromhex(vec["data"])
     data = wire.decode(data_pkt)
-    assert data == wire.Header(wire.TYPE_DATA, 3, 0, 1, 100, payload_len=100)
+    assert data == wire.Header(wire.TYPE_DATA, 3, 0, 1, 100, payload_len=100, xmit=1)
     assert data_pkt[wire.HDR_LEN :] == bytes([1] + [0] * 99)
     assert wire.encode(ack) == bytes.fromhex(vec["ack"])
 
@@ -581,6 +590,7 @@ def test_c_unit_tests_and_their_vectors_decode_in_python(rbcast_build: Path) -> 
     plen=st.integers(0, 2**32 - 1),
     receiver=st.integers(0, 2**32 - 1),
     bitmap=st.integers(0, 2**64 - 1),
+    xmit=st.integers(0, 2**64 - 1),
 )
 def test_python_encoding_decodes_in_c(
     lib: ctypes.CDLL,
@@ -593,8 +603,9 @@ def test_python_encoding_decodes_in_c(
     plen: int,
     receiver: int,
     bitmap: int,
+    xmit: int,
 ) -> None:
-    h = wire.Header(typ, session, seq, npk, total, flags, plen, receiver, bitmap)
+    h = wire.Header(typ, session, seq, npk, total, flags, plen, receiver, bitmap, xmit)
     raw = wire.encode(h)
     c = CHeader()
     assert lib.sdn_rb_decode(raw, len(raw), ctypes.byref(c)) == 0
@@ -610,6 +621,7 @@ def test_python_encoding_decodes_in_c(
         c.payload_len,
         c.receiver,
         c.ack_bitmap,
+        c.xmit,
     )
     assert got == (
         wire.MAGIC,
@@ -623,6 +635,7 @@ def test_python_encoding_decodes_in_c(
         plen,
         receiver,
         bitmap,
+        xmit,
     )
     assert wire.decode(raw) == h
     assert lib.sdn_rb_decode(raw[:-1], len(raw) - 1, ctypes.byref(c)) == -1

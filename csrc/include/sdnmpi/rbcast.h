@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sdnmpi replicated-broadcast packet header, version 1: the canonical definition.
+ * sdnmpi replicated-broadcast packet header, version 2: the canonical definition.
  *
  * libsdnmpi's switch-replicated MPI_Bcast (docs/bcast.md) sends a broadcast as UDP
  * datagrams to a per-job IPv4 multicast group; each receiving host leader answers
- * with ACKs sent unicast to the root.  Both kinds start with this 48-byte header,
+ * with ACKs sent unicast to the root.  Both kinds start with this 56-byte header,
  * every field little-endian, no padding (each field is naturally aligned):
  *
  *   off size field
  *     0    4 magic        0x42524453 (wire bytes 'S' 'D' 'R' 'B')
- *     4    1 version      1
+ *     4    1 version      2
  *     5    1 type         1 DATA, 2 ACK
  *     6    2 flags        DATA: bit 0 REPAIR (a retransmission);
  *                         ACK: bit 0 ABORT (this receiver cannot take part),
@@ -23,7 +23,11 @@
  *    32    4 payload_len  DATA: bytes after the header; ACK: 0
  *    36    4 receiver     ACK: the receiver's index 0..n-1; DATA: 0
  *    40    8 ack_bitmap   ACK: bit i set = packet seq+1+i held; DATA: 0
- *    48      payload (DATA only)
+ *    48    8 xmit         DATA: this copy's transmission number in the call (1, 2, ...:
+ *                         the root counts every copy it sends, repairs included);
+ *                         ACK: the highest xmit of any copy the receiver has taken
+ *                         (an echo, as TCP's timestamps: which copy arrived)
+ *    56      payload (DATA only)
  *
  * Packet i of a broadcast carries bytes [i*P, min((i+1)*P, total_len)) where P is
  * the payload size of the session (1400 by default: header, UDP and IPv4 fit in
@@ -31,6 +35,11 @@
  * header: every integer "#define SDNMPI_RBCAST_<NAME>" equals its constant <NAME>
  * (tests/pmpi/test_rbcast_protocol.py), and packets encoded on either side decode
  * on the other.  Plain C: <stdint.h> and <string.h> only.
+ *
+ * Version 2 added xmit (version 1 had a 48-byte header and no xmit): with it the root
+ * knows which copy of a packet sent twice a receiver took, so a loss is told from a
+ * late packet by transmission order (RACK, RFC 8985) and a spurious timeout is undone
+ * (Eifel, RFC 3522).  Versions do not mix: a packet of another version is ignored.
  *
  * ECE came after version 1's first release without a version change: a sender reads
  * only the ACK flags it knows (an older root ignores ECE and keeps reacting to loss
@@ -46,13 +55,13 @@
 #include <string.h>
 
 #define SDNMPI_RBCAST_MAGIC 0x42524453
-#define SDNMPI_RBCAST_VERSION 1
+#define SDNMPI_RBCAST_VERSION 2
 #define SDNMPI_RBCAST_TYPE_DATA 1
 #define SDNMPI_RBCAST_TYPE_ACK 2
 #define SDNMPI_RBCAST_FLAG_REPAIR 0x1
 #define SDNMPI_RBCAST_FLAG_ABORT 0x1
 #define SDNMPI_RBCAST_FLAG_ECE 0x2
-#define SDNMPI_RBCAST_HDR_LEN 48
+#define SDNMPI_RBCAST_HDR_LEN 56
 #define SDNMPI_RBCAST_BITMAP_BITS 64
 #define SDNMPI_RBCAST_DEFAULT_PAYLOAD 1400
 #define SDNMPI_RBCAST_MAX_PAYLOAD 65000
@@ -68,6 +77,7 @@
 #define SDNMPI_RBCAST_OFF_PAYLOAD_LEN 32
 #define SDNMPI_RBCAST_OFF_RECEIVER 36
 #define SDNMPI_RBCAST_OFF_ACK_BITMAP 40
+#define SDNMPI_RBCAST_OFF_XMIT 48
 
 /* The decoded header (host byte order; its memory layout is not the wire's). */
 struct sdnmpi_rbcast_hdr {
@@ -82,6 +92,7 @@ struct sdnmpi_rbcast_hdr {
 	uint32_t payload_len;
 	uint32_t receiver;
 	uint64_t ack_bitmap;
+	uint64_t xmit;
 };
 
 /* The same fields laid out as on a little-endian wire (the offsets above). */
@@ -97,6 +108,7 @@ struct __attribute__((packed)) sdnmpi_rbcast_wire {
 	uint32_t payload_len;
 	uint32_t receiver;
 	uint64_t ack_bitmap;
+	uint64_t xmit;
 };
 
 _Static_assert(sizeof(struct sdnmpi_rbcast_wire) == SDNMPI_RBCAST_HDR_LEN, "header size");
@@ -114,6 +126,7 @@ _Static_assert(offsetof(struct sdnmpi_rbcast_wire, receiver) == SDNMPI_RBCAST_OF
 	       "receiver");
 _Static_assert(offsetof(struct sdnmpi_rbcast_wire, ack_bitmap) == SDNMPI_RBCAST_OFF_ACK_BITMAP,
 	       "ack_bitmap");
+_Static_assert(offsetof(struct sdnmpi_rbcast_wire, xmit) == SDNMPI_RBCAST_OFF_XMIT, "xmit");
 _Static_assert(SDNMPI_RBCAST_HDR_LEN + SDNMPI_RBCAST_DEFAULT_PAYLOAD + 8 + 20 <= 1500,
 	       "a default packet fits a 1500-byte MTU");
 
@@ -146,6 +159,7 @@ static inline void sdnmpi_rbcast_encode(const struct sdnmpi_rbcast_hdr *h, uint8
 	sdnmpi_rbcast_put(out + SDNMPI_RBCAST_OFF_PAYLOAD_LEN, h->payload_len, 4);
 	sdnmpi_rbcast_put(out + SDNMPI_RBCAST_OFF_RECEIVER, h->receiver, 4);
 	sdnmpi_rbcast_put(out + SDNMPI_RBCAST_OFF_ACK_BITMAP, h->ack_bitmap, 8);
+	sdnmpi_rbcast_put(out + SDNMPI_RBCAST_OFF_XMIT, h->xmit, 8);
 }
 
 /* Read a header from in[0..len): 0, or -1 if len is short or magic or version
@@ -165,6 +179,7 @@ static inline int sdnmpi_rbcast_decode(const uint8_t *in, size_t len, struct sdn
 	h->payload_len = (uint32_t)sdnmpi_rbcast_get(in + SDNMPI_RBCAST_OFF_PAYLOAD_LEN, 4);
 	h->receiver = (uint32_t)sdnmpi_rbcast_get(in + SDNMPI_RBCAST_OFF_RECEIVER, 4);
 	h->ack_bitmap = sdnmpi_rbcast_get(in + SDNMPI_RBCAST_OFF_ACK_BITMAP, 8);
+	h->xmit = sdnmpi_rbcast_get(in + SDNMPI_RBCAST_OFF_XMIT, 8);
 	if (h->magic != SDNMPI_RBCAST_MAGIC || h->version != SDNMPI_RBCAST_VERSION)
 		return -1;
 	return 0;

@@ -308,7 +308,7 @@ static void test_hostile_packets(void)
 		unsigned off, size;
 		uint64_t value;
 	} edits[] = {
-		{SDNMPI_RBCAST_OFF_MAGIC, 4, 0x11111111},    {SDNMPI_RBCAST_OFF_VERSION, 1, 2},
+		{SDNMPI_RBCAST_OFF_MAGIC, 4, 0x11111111},    {SDNMPI_RBCAST_OFF_VERSION, 1, 1},
 		{SDNMPI_RBCAST_OFF_TYPE, 1, 2},              {SDNMPI_RBCAST_OFF_SESSION, 8, 8},
 		{SDNMPI_RBCAST_OFF_SEQ, 4, 3},               {SDNMPI_RBCAST_OFF_SEQ, 4, 0xFFFFFFFF},
 		{SDNMPI_RBCAST_OFF_NPACKETS, 4, 4},          {SDNMPI_RBCAST_OFF_TOTAL_LEN, 8, 3001},
@@ -405,6 +405,9 @@ static void ack_flags(uint64_t len, uint32_t cum, uint64_t bitmap, uint16_t flag
 	h.npackets = sdn_rb_npackets(len, 1400);
 	h.total_len = len;
 	h.ack_bitmap = bitmap;
+	/* The echo of a receiver that took every packet it shows as first sent, in order:
+	 * the highest one's transmission number (packet k went out as the (k+1)-th). */
+	h.xmit = bitmap ? (uint64_t)cum + 2 + (uint64_t)(63 - __builtin_clzll(bitmap)) : cum;
 	sdnmpi_rbcast_encode(&h, ack);
 }
 
@@ -632,12 +635,114 @@ static void test_ecn_transfer(void)
 	CHECK(cwnd[1] < cwnd[0] && cwnd[0] == p.window_pkts);
 }
 
+/* An ACK of cum with no bitmap echoing xmit (the latest copy its receiver took). */
+static void ack_echo(uint64_t len, uint32_t cum, uint64_t xmit, uint8_t ack[SDNMPI_RBCAST_HDR_LEN])
+{
+	struct sdnmpi_rbcast_hdr h;
+
+	ack_of(len, cum, 0, ack);
+	CHECK(sdnmpi_rbcast_decode(ack, SDNMPI_RBCAST_HDR_LEN, &h) == 0);
+	h.xmit = xmit;
+	sdnmpi_rbcast_encode(&h, ack);
+}
+
+/* 30 packets out (10, then 20 on an ACK of the first 10 at 20 ms: timeout 60 ms), then
+ * silence until the timeout retransmits packet 10 as the 31st copy. */
+static struct sdn_rb_sender *timed_out(uint8_t *buf, uint64_t len, double *cwnd_before)
+{
+	struct sdn_rb_params p;
+	struct sdn_rb_packet out;
+	struct sdn_rb_sender *s;
+	uint8_t ack[SDNMPI_RBCAST_HDR_LEN];
+	uint64_t wake;
+
+	sdn_rb_params_default(&p);
+	s = sdn_rb_sender_new(&p, 7, buf, len, 1, 0);
+	while (sdn_rb_sender_poll(s, 0, &out, &wake) == SDN_RB_SEND)
+		;
+	ack_of(len, 10, 0, ack);
+	CHECK(sdn_rb_sender_on_ack(s, 20 * MS, ack, sizeof(ack)) == 0);
+	while (sdn_rb_sender_poll(s, 20 * MS, &out, &wake) == SDN_RB_SEND)
+		;
+	*cwnd_before = sdn_rb_sender_cwnd(s);
+	CHECK(wake == 80 * MS);
+	CHECK(sdn_rb_sender_poll(s, 80 * MS, &out, &wake) == SDN_RB_SEND);
+	CHECK(out.seq == 10 && out.repair && sdn_rb_sender_cwnd(s) == 2.0);
+	{
+		struct sdnmpi_rbcast_hdr h;
+
+		CHECK(sdnmpi_rbcast_decode(out.hdr, SDNMPI_RBCAST_HDR_LEN, &h) == 0 && h.xmit == 31);
+	}
+	return s;
+}
+
+/* A timeout is undone when the receiver that lacked the packet shows it held by an
+ * ACK echoing an older copy (Eifel): the window and the timeout as before it; not when
+ * the ACK echoes the retransmission.  A lost tail: once the retransmission of its
+ * first packet arrives (the echo), every packet sent before it is known lost at once
+ * (RACK on the echo), without a second timeout and without a second cut.  An echo
+ * of a copy never sent is not believed. */
+static void test_echo(void)
+{
+	static uint8_t buf[1 << 20];
+	struct sdn_rb_packet out;
+	struct sdn_rb_sender_stats st;
+	struct sdn_rb_sender *s;
+	uint8_t ack[SDNMPI_RBCAST_HDR_LEN];
+	uint64_t wake;
+	double before;
+	uint32_t seq;
+
+	/* Spurious: the original of packet 10 (and 11..29) got there, the ACK was late. */
+	s = timed_out(buf, sizeof(buf), &before);
+	CHECK(before == 20.0);
+	ack_echo(sizeof(buf), 30, 30, ack);
+	CHECK(sdn_rb_sender_on_ack(s, 90 * MS, ack, sizeof(ack)) == 0);
+	sdn_rb_sender_stats(s, &st);
+	CHECK(st.tail == 1 && st.undone == 1 && st.cuts == 0);
+	CHECK(sdn_rb_sender_cwnd(s) == 40.0); /* 20 restored, then slow start by 20 */
+	sdn_rb_sender_free(s);
+
+	/* Real: the ACK echoes the retransmission (and the later packets came too). */
+	s = timed_out(buf, sizeof(buf), &before);
+	ack_echo(sizeof(buf), 30, 31, ack);
+	CHECK(sdn_rb_sender_on_ack(s, 90 * MS, ack, sizeof(ack)) == 0);
+	sdn_rb_sender_stats(s, &st);
+	CHECK(st.tail == 1 && st.undone == 0);
+	CHECK(sdn_rb_sender_cwnd(s) == 22.0); /* from 2, slow start by 20 below ssthresh 10 */
+	sdn_rb_sender_free(s);
+
+	/* A lost tail, 10..29: the retransmission of 10 arrives (echo 31), so 11..29, sent
+	 * before it, are lost: all repaired now, in order, no cut. */
+	s = timed_out(buf, sizeof(buf), &before);
+	ack_echo(sizeof(buf), 11, 31, ack);
+	CHECK(sdn_rb_sender_on_ack(s, 85 * MS, ack, sizeof(ack)) == 0);
+	for (seq = 11; seq < 30; seq++) {
+		CHECK(sdn_rb_sender_poll(s, 85 * MS, &out, &wake) == SDN_RB_SEND);
+		CHECK(out.seq == seq && out.repair);
+	}
+	sdn_rb_sender_stats(s, &st);
+	CHECK(st.repairs == 20 && st.tail == 1 && st.cuts == 0 && st.undone == 0);
+	sdn_rb_sender_free(s);
+
+	/* The same tail, the ACK echoing a copy never sent: taken, its echo not believed,
+	 * nothing known lost (the rest waits for a timeout). */
+	s = timed_out(buf, sizeof(buf), &before);
+	ack_echo(sizeof(buf), 11, UINT64_MAX, ack);
+	CHECK(sdn_rb_sender_on_ack(s, 85 * MS, ack, sizeof(ack)) == 0);
+	CHECK(sdn_rb_sender_poll(s, 85 * MS, &out, &wake) == SDN_RB_WAIT);
+	sdn_rb_sender_stats(s, &st);
+	CHECK(st.acks == 2 && st.ignored == 0 && st.repairs == 1);
+	sdn_rb_sender_free(s);
+}
+
 int main(void)
 {
 	test_params();
 	test_scenarios();
 	test_window_and_abort();
 	test_congestion();
+	test_echo();
 	test_ecn_receiver();
 	test_ecn_sender();
 	test_ecn_transfer();

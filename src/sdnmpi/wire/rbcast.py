@@ -1,7 +1,7 @@
-"""The replicated broadcast's packet header, version 1 (issue 14, docs/bcast.md).
+"""The replicated broadcast's packet header, version 2 (issue 14, docs/bcast.md).
 
 The canonical definition is ``csrc/include/sdnmpi/rbcast.h``; this module is the same
-48-byte little-endian header in Python, for tests and packet captures.  Every integer
+56-byte little-endian header in Python, for tests and packet captures.  Every integer
 ``#define SDNMPI_RBCAST_<NAME>`` of the header equals the constant ``<NAME>`` here
 (listed in :data:`LAYOUT_CONSTANTS`), and packets built by the C engine decode here and
 the other way round (``tests/pmpi/test_rbcast_protocol.py``).
@@ -24,7 +24,7 @@ from sdnmpi.errors import FormatError
 
 # --- layout constants; each equals SDNMPI_RBCAST_<NAME> in csrc/include/sdnmpi/rbcast.h ---
 MAGIC: Final = 0x42524453
-VERSION: Final = 1
+VERSION: Final = 2
 TYPE_DATA: Final = 1
 TYPE_ACK: Final = 2
 FLAG_REPAIR: Final = 0x1
@@ -32,7 +32,7 @@ FLAG_ABORT: Final = 0x1
 #: ACK: a DATA packet arrived CE-marked since the receiver's previous ACK (RFC 3168's
 #: ECN-Echo); a root that does not know it ignores it, so the version stays 1.
 FLAG_ECE: Final = 0x2
-HDR_LEN: Final = 48
+HDR_LEN: Final = 56
 BITMAP_BITS: Final = 64
 DEFAULT_PAYLOAD: Final = 1400
 MAX_PAYLOAD: Final = 65000
@@ -47,6 +47,8 @@ OFF_TOTAL_LEN: Final = 24
 OFF_PAYLOAD_LEN: Final = 32
 OFF_RECEIVER: Final = 36
 OFF_ACK_BITMAP: Final = 40
+#: DATA: the copy's transmission number in the call; ACK: the highest one taken (version 2).
+OFF_XMIT: Final = 48
 
 LAYOUT_CONSTANTS: Final[tuple[str, ...]] = (
     "MAGIC",
@@ -71,14 +73,15 @@ LAYOUT_CONSTANTS: Final[tuple[str, ...]] = (
     "OFF_PAYLOAD_LEN",
     "OFF_RECEIVER",
     "OFF_ACK_BITMAP",
+    "OFF_XMIT",
 )
 
-_STRUCT: Final = struct.Struct("<IBBHQIIQIIQ")
+_STRUCT: Final = struct.Struct("<IBBHQIIQIIQQ")
 assert _STRUCT.size == HDR_LEN
 
 
 class RbcastError(FormatError):
-    """A datagram that is not a version-1 replicated-broadcast packet."""
+    """A datagram that is not a version-2 replicated-broadcast packet."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class Header:
     payload_len: int = 0
     receiver: int = 0
     ack_bitmap: int = 0
+    xmit: int = 0
 
     @property
     def held(self) -> list[int]:
@@ -106,7 +110,7 @@ class Header:
 
 
 def encode(h: Header) -> bytes:
-    """The 48 header bytes of ``h`` (fields out of their ranges raise ``struct.error``)."""
+    """The 56 header bytes of ``h`` (fields out of their ranges raise ``struct.error``)."""
     return _STRUCT.pack(
         MAGIC,
         VERSION,
@@ -119,6 +123,7 @@ def encode(h: Header) -> bytes:
         h.payload_len,
         h.receiver,
         h.ack_bitmap,
+        h.xmit,
     )
 
 
@@ -126,7 +131,7 @@ def decode(packet: bytes) -> Header:
     """The header at the start of ``packet``; :class:`RbcastError` if it is not one."""
     if len(packet) < HDR_LEN:
         raise RbcastError(f"rbcast packet of {len(packet)} bytes is shorter than {HDR_LEN}")
-    magic, version, typ, flags, session, seq, npk, total, plen, recv, bitmap = _STRUCT.unpack(
+    magic, version, typ, flags, session, seq, npk, total, plen, recv, bitmap, xmit = _STRUCT.unpack(
         packet[:HDR_LEN]
     )
     if magic != MAGIC:
@@ -135,4 +140,4 @@ def decode(packet: bytes) -> Header:
         raise RbcastError(f"rbcast version {version} is not {VERSION}")
     if typ not in (TYPE_DATA, TYPE_ACK):
         raise RbcastError(f"rbcast type {typ} is neither DATA (1) nor ACK (2)")
-    return Header(typ, session, seq, npk, total, flags, plen, recv, bitmap)
+    return Header(typ, session, seq, npk, total, flags, plen, recv, bitmap, xmit)
