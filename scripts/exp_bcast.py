@@ -40,7 +40,11 @@ the tree with the data path's packets and credit windows; the competing streams 
 Measured and predicted are printed side by side and plotted
 (``out/experiments/bcast.png``); the last line printed is a JSON summary (``--json``
 writes it too).  Each replicated run's library statistics (Bcasts replicated, fallbacks
-and their reasons, packets, repairs: ``SDNMPI_BCAST_STATS=1``) are kept with its row.
+and their reasons, packets, repairs: ``SDNMPI_BCAST_STATS=1``) are kept with its row, and
+each way's CPU figures over its sweep (``demo_fabric.CpuMonitor``: the machine's busy
+share, how long the switch waited for a core); a way whose sweep was CPU-bound is
+flagged in the row (``cpu_bound``) and in the printed line: there the emulator, not
+the links, limited it.
 
 The measurements are written to ``OUT/bcast-measured.json`` as each fabric block ends,
 before anything is predicted; ``--rederive`` predicts again from that file with this
@@ -252,6 +256,7 @@ def run_block(
     tag = f"{n}-{scenario}"
     measured: dict[str, dict[str, dict[int, float]]] = {}
     stats: dict[str, list[str]] = {}
+    cpu: dict[str, dict[str, dict[str, float]]] = {}
     budget: dict[tuple[str, str], float] = {}
     for library in libraries:
         points = predict_bcasts(
@@ -265,16 +270,20 @@ def run_block(
             for library in libraries:
                 for way in WAYS:
                     env = way_env(name, library, way, f"bc-{tag}-{library}-{way}")
-                    times, lines = run_sweep(
-                        name, hosts, library, way, sizes, env, budget[library, way]
-                    )
+                    with harness.CpuMonitor(name) as mon:
+                        times, lines = run_sweep(
+                            name, hosts, library, way, sizes, env, budget[library, way]
+                        )
                     measured.setdefault(library, {})[way] = times
+                    cpu.setdefault(library, {})[way] = mon.result
+                    if mon.cpu_bound:
+                        log(f"{tag} {library} {way}: CPU-bound ({mon.evidence()})")
                     if way == "replicated":
                         stats[library] = lines
                     log(f"{tag} {library} {way}: " + ", ".join(
                         f"{k} B {v * 1e3:.1f} ms" for k, v in sorted(times.items())))  # fmt: skip
     return {"hosts": list(hosts), "competing": [list(p) for p in pairs],
-            "measured": measured, "stats": stats}  # fmt: skip
+            "measured": measured, "stats": stats, "cpu": cpu}  # fmt: skip
 
 
 def ab_sizes(sizes: tuple[int, int]) -> tuple[int, int] | None:
@@ -373,6 +382,7 @@ def rows_of(
         # sizes are int keys in a fresh block, strings once saved as JSON
         ways = {w: {int(k): float(v) for k, v in t.items()} for w, t in raw.items()}
         stats = block["stats"].get(library, [])
+        cpu = block.get("cpu", {}).get(library, {})  # runs before 2026-11-28 have none
         sizes = sorted(ways["library"])
         points = predict_bcasts(
             topo, block["hosts"], sizes, library=library, calibration=cal, competing=pairs
@@ -391,6 +401,9 @@ def rows_of(
                 "gain": lib_s / rep_s,
                 "predicted_gain": point.library_s / rep_pred if rep_pred > 0 else 1.0,
                 "stats": stats if size >= THRESHOLD else [],
+                # the machine over the way's whole sweep (every size), CpuMonitor's figures
+                "cpu": {w: cpu[w] for w in WAYS if w in cpu},
+                "cpu_bound": {w: harness.CpuMonitor.bound(cpu[w]) for w in WAYS if w in cpu},
             }
             row["within"] = {
                 w: abs(row["measured_s"][w] / row["predicted_s"][w] - 1) <= AGREEMENT
@@ -580,6 +593,7 @@ def print_rows(summary: dict[str, Any]) -> None:
             f"library {m['library'] * 1e3:8.1f} ms (sim {p['library'] * 1e3:8.1f})  "
             f"replicated {m['replicated'] * 1e3:8.1f} ms (sim {p['replicated'] * 1e3:8.1f})  "
             f"x{r['gain']:.2f} (sim x{r['predicted_gain']:.2f})"
+            + "".join(f"  CPU-bound: {w}" for w, b in r.get("cpu_bound", {}).items() if b)
         )
     for r in summary.get("ab", []):
         m = r["median_s"]

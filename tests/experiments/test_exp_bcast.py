@@ -84,6 +84,19 @@ def test_rows_from_saved_measurements(tmp_path: Path) -> None:
     assert large["stats"] == ["sdnmpi: x"]
     assert set(large["within"]) == {"library", "replicated"}
     assert (tmp_path / "bcast.png").exists()
+    # a block saved before the CPU figures: none, and nothing flagged
+    assert large["cpu"] == {} and large["cpu_bound"] == {}
+
+
+def test_rows_flag_a_way_whose_sweep_was_cpu_bound(tmp_path: Path) -> None:
+    doc = _saved(tmp_path)
+    doc["blocks"][0]["cpu"] = {"openmpi": {
+        "library": {"machine_busy": 0.6, "switch_wait": 0.05},
+        "replicated": {"machine_busy": 0.99, "switch_wait": 0.4},
+    }}  # fmt: skip
+    rows = exp_bcast.derive(doc, tmp_path)["rows"]
+    assert all(r["cpu_bound"] == {"library": False, "replicated": True} for r in rows)
+    assert rows[0]["cpu"]["replicated"]["switch_wait"] == 0.4
 
 
 def test_bad_command_line_values_are_one_line() -> None:
