@@ -25,7 +25,8 @@
  * A receiver (one per host) validates every field of a DATA packet against its
  * own session, size and packet layout and ignores anything else, including
  * duplicates; it copies payloads into the user buffer and never outside it.  It
- * ACKs every params.ack_every new packets, at once when a packet opens a gap, on
+ * ACKs every params.ack_every new packets, at once when a packet opens a gap or asks
+ * for one (ACK_REQ: the root sets it a few times per window, see asks_ack), on
  * a duplicate (at most once per repair_holdoff_ns), params.ack_interval_ns after
  * new packets that no ACK covered yet, and every 10 ack_interval_ns while nothing
  * moves, even before its first packet (the root learns it is alive).  The caller
@@ -55,7 +56,7 @@ struct sdn_rb_params {
 	uint32_t final_acks;        /* receiver: copies of the final ACK (3) */
 	uint64_t rto_ns;            /* retransmit timeout's floor; 10x before a sample (10 ms) */
 	uint64_t repair_holdoff_ns; /* one repair of a packet per this (2 ms) */
-	uint64_t ack_interval_ns;   /* receiver: timer ACK (5 ms) */
+	uint64_t ack_interval_ns;   /* receiver: timer ACK (20 ms; the root's ACK_REQ first) */
 	uint64_t recv_dead_ns;      /* receiver: nothing new for this: FAILED (1 s) */
 	uint64_t send_dead_ns;      /* sender: a receiver silent this long: FAILED (2 s) */
 	uint64_t overall_ns;        /* sender: whole-call bound, 0 for none (0) */

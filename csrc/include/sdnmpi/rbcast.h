@@ -11,7 +11,8 @@
  *     0    4 magic        0x42524453 (wire bytes 'S' 'D' 'R' 'B')
  *     4    1 version      2
  *     5    1 type         1 DATA, 2 ACK
- *     6    2 flags        DATA: bit 0 REPAIR (a retransmission);
+ *     6    2 flags        DATA: bit 0 REPAIR (a retransmission),
+ *                              bit 1 ACK_REQ (the root asks for an ACK now);
  *                         ACK: bit 0 ABORT (this receiver cannot take part),
  *                              bit 1 ECE (a DATA packet arrived CE-marked since
  *                              this receiver's previous ACK: congestion, RFC 3168)
@@ -59,6 +60,7 @@
 #define SDNMPI_RBCAST_TYPE_DATA 1
 #define SDNMPI_RBCAST_TYPE_ACK 2
 #define SDNMPI_RBCAST_FLAG_REPAIR 0x1
+#define SDNMPI_RBCAST_FLAG_ACK_REQ 0x2
 #define SDNMPI_RBCAST_FLAG_ABORT 0x1
 #define SDNMPI_RBCAST_FLAG_ECE 0x2
 #define SDNMPI_RBCAST_HDR_LEN 56

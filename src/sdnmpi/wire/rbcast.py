@@ -28,6 +28,8 @@ VERSION: Final = 2
 TYPE_DATA: Final = 1
 TYPE_ACK: Final = 2
 FLAG_REPAIR: Final = 0x1
+#: DATA: the root asks the receivers for an ACK now (version 2).
+FLAG_ACK_REQ: Final = 0x2
 FLAG_ABORT: Final = 0x1
 #: ACK: a DATA packet arrived CE-marked since the receiver's previous ACK (RFC 3168's
 #: ECN-Echo); a root that does not know it ignores it, so the version stays 1.
@@ -56,6 +58,7 @@ LAYOUT_CONSTANTS: Final[tuple[str, ...]] = (
     "TYPE_DATA",
     "TYPE_ACK",
     "FLAG_REPAIR",
+    "FLAG_ACK_REQ",
     "FLAG_ABORT",
     "FLAG_ECE",
     "HDR_LEN",
