@@ -152,13 +152,31 @@ class ApiHandler:
                 msgs = self.planner.remove_job(job_id)
         except SdnMpiError as exc:
             return refused(str(exc))
-        reply = {
+        reply: dict[str, Any] = {
             "job_id": job_id,
             "flow_mods": _mods(msgs),
             "switches": len({m.dpid for m in msgs}),
         }
         label = f"{op} {job_id}"
-        return Answer(reply, msgs, confirm=True, save=True, timed=True, label=label)
+        answer = Answer(reply, msgs, confirm=True, save=True, timed=True, label=label)
+        if op == "install_job":
+            usage = self.planner.job_routes.usage
+            reply["rules_max"] = max(usage.values(), default=0)
+            answer.undo = self._job_undo(job_id, label)
+        return answer
+
+    def _job_undo(self, job_id: int, label: str) -> Callable[[str], Answer]:
+        """What takes a job's routes back when a switch refused one of their flow-mods
+        (a full table): the job is left on default routes, nothing of it installed."""
+
+        def undo(why: str) -> Answer:
+            msgs = self.planner.remove_job(job_id) if job_id in self.planner.jobs else []
+            error = f"job {job_id}: routes not installed ({why}); removed, default routes"
+            log.warning("%s", error)
+            reply = {"ok": False, "error": error, "job_id": job_id}
+            return Answer(reply, msgs, confirm=True, save=True, label=label)
+
+        return undo
 
     def _need_sync(self) -> None:
         if not self.synced:
