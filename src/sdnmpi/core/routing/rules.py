@@ -372,7 +372,7 @@ def relief(
 
 def defaults_from_routing(
     fabric: Fabric, routing: Routing, demands: Demands
-) -> tuple[DefaultTable, dict[str, str]]:
+) -> tuple[DefaultTable, dict[Hashable, Hashable]]:
     """The default table of an all-pairs ``routing`` (node names, out ports) as the
     controller encodes default routes (:func:`sdnmpi.controller.routes.default_rules`:
     the most used port per (switch, destination), lowest port on ties, exceptions per
@@ -406,7 +406,9 @@ def defaults_from_routing(
         (names[int(switch[i])], names[int(demands.src[flow[i]])], names[int(dst[i])]): int(port[i])
         for i in odd.tolist()
     }
-    edge = {h.name: fabric.topology.attachment(h.name)[0] for h in fabric.topology.hosts}
+    edge: dict[Hashable, Hashable] = {
+        h.name: fabric.topology.attachment(h.name)[0] for h in fabric.topology.hosts
+    }
     return DefaultTable(table, pair), edge
 
 
