@@ -51,6 +51,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -62,6 +63,7 @@ DEFAULT_BUDGET = 2000
 
 Hop = tuple[Hashable, int]  # (switch, out port)
 Peer = Callable[[Hashable, int], Hashable | None]
+Edge = Mapping[Any, Any]  # host -> its switch (any hashable names)
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ def trace(
     rules: RuleSet,
     defaults: DefaultTable,
     peer: Peer,
-    edge: Mapping[Hashable, Hashable],
+    edge: Edge,
     src: Hashable,
     dst: Hashable,
 ) -> tuple[Hop, ...] | None:
@@ -265,7 +267,7 @@ def _rules(groups: _Groups, admitted: Iterable[PairPath]) -> RuleSet:
 
 
 def _unsafe(
-    rules: RuleSet, defaults: DefaultTable, peer: Peer, edge: Mapping[Hashable, Hashable]
+    rules: RuleSet, defaults: DefaultTable, peer: Peer, edge: Edge
 ) -> list[tuple[Hashable, Hashable]]:
     """Per-destination rules from which the per-destination rules do not reach the
     destination (a loop, a switch without a rule for it): (switch, destination)."""
@@ -292,7 +294,7 @@ def fit(
     paths: Sequence[PairPath],
     defaults: DefaultTable,
     peer: Peer,
-    edge: Mapping[Hashable, Hashable],
+    edge: Edge,
     budget: int | None = DEFAULT_BUDGET,
     *,
     fixed: Sequence[PairPath] = (),
@@ -333,7 +335,7 @@ def aggregate(
     paths: Sequence[PairPath],
     defaults: DefaultTable,
     peer: Peer,
-    edge: Mapping[Hashable, Hashable],
+    edge: Edge,
     *,
     per_destination: bool = True,
 ) -> RuleSet:
@@ -348,7 +350,7 @@ def relief(
     paths: Sequence[PairPath],
     defaults: DefaultTable,
     peer: Peer,
-    edge: Mapping[Hashable, Hashable],
+    edge: Edge,
     capacity: Callable[[Hop], float] | None = None,
 ) -> Callable[[PairPath], float]:
     """A :func:`fit` score: the bytes a pair moves off the most loaded hop of its
