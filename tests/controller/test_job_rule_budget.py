@@ -163,3 +163,33 @@ def test_a_full_table_rolls_the_job_back_to_default_routes() -> None:
     assert 5 not in setup.planner.jobs and api.job_pairs == {}
     assert full.snapshot() == before  # nothing of the job left on any switch
     _all_delivered(setup)
+
+
+def test_a_refused_replacement_restores_the_jobs_previous_routes() -> None:
+    topo = fat_tree(4)
+    setup = steady(topo, job_rules="aggregate")
+    api = ApiHandler(setup.planner)
+    api.synced = True
+    fabric, demands, routing = _job(topo, [(0, 15)], 4)
+    a, b = fabric.names[int(demands.src[0])], fabric.names[int(demands.dst[0])]
+    one = {f"{a}>{b}": list(routing.node_path(fabric, 0))}
+    setup.send(
+        api.handle(json.dumps({"op": "install_job", "job_id": 6, "pairs": one}).encode()).messages
+    )
+    before = setup.fabric.snapshot()
+    fabric, demands, routing = _job(topo, _alltoall([0, 1, 4, 5, 8, 9, 12, 13]), 3)
+    many = {
+        f"{fabric.names[int(demands.src[f])]}>{fabric.names[int(demands.dst[f])]}": list(
+            routing.node_path(fabric, f)
+        )
+        for f in range(len(demands))
+    }
+    answer = api.handle(json.dumps({"op": "install_job", "job_id": 6, "pairs": many}).encode())
+    assert answer.undo is not None
+    undo = answer.undo("switch 0x1 refused: table full")
+    setup.send(answer.messages)
+    setup.send(undo.messages)
+    reply = undo.complete(True, 0.0)
+    assert reply["ok"] is False and "previous routes restored" in reply["error"]
+    assert api.job_pairs == {6: {(a, b): one[f"{a}>{b}"]}}
+    assert setup.fabric.snapshot() == before

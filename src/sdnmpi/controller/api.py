@@ -146,6 +146,8 @@ class ApiHandler:
         try:
             op, job_id, pairs = parse_request(line)
             self._need_sync()
+            old = self.job_pairs.get(job_id)
+            old = {k: list(v) for k, v in old.items()} if old is not None else None
             if op == "install_job":  # a job that has routes gets the new ones
                 msgs = self.planner.replace_job(job_id, pairs)
             else:
@@ -162,16 +164,24 @@ class ApiHandler:
         if op == "install_job":
             usage = self.planner.job_routes.usage
             reply["rules_max"] = max(usage.values(), default=0)
-            answer.undo = self._job_undo(job_id, label)
+            answer.undo = self._job_undo(job_id, label, old)
         return answer
 
-    def _job_undo(self, job_id: int, label: str) -> Callable[[str], Answer]:
+    def _job_undo(self, job_id: int, label: str, old: JobPairs | None) -> Callable[[str], Answer]:
         """What takes a job's routes back when a switch refused one of their flow-mods
-        (a full table): the job is left on default routes, nothing of it installed."""
+        (a full table) or a barrier was not answered: a new job is left on default
+        routes, a job that had routes gets its ``old`` ones back."""
 
         def undo(why: str) -> Answer:
-            msgs = self.planner.remove_job(job_id) if job_id in self.planner.jobs else []
-            error = f"job {job_id}: routes not installed ({why}); removed, default routes"
+            msgs, then = [], "removed, default routes"
+            if old is not None:
+                try:
+                    msgs, then = self.planner.replace_job(job_id, old), "previous routes restored"
+                except SdnMpiError as exc:
+                    then = f"previous routes not restored ({exc}): removed, default routes"
+            if not msgs and job_id in self.planner.jobs and then.endswith("default routes"):
+                msgs = self.planner.remove_job(job_id)
+            error = f"job {job_id}: routes not installed ({why}); {then}"
             log.warning("%s", error)
             reply = {"ok": False, "error": error, "job_id": job_id}
             return Answer(reply, msgs, confirm=True, save=True, label=label)
