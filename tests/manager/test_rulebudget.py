@@ -84,3 +84,17 @@ def test_a_job_too_large_for_the_budget_runs_on_default_routes(
     assert job.state is JobState.DEFAULT
     assert "1 of 1 host pair(s) on default routes: rule budget 0" in job.detail
     assert 7 not in controller.held
+
+
+def test_a_move_that_does_not_fit_the_budget_whole_is_dropped(
+    service: ManagerService, controller
+) -> None:
+    topo = controller.live
+    job = run_job(service, 1, ["h1", "h5"])
+    assert job.state is JobState.ROUTED
+    routed = {1: job}
+    moved = tuple(_off_default(topo, [(r.src, r.dst) for r in job.routes]))
+    service.routing.rule_budget = 0
+    assert service.routing._moves_within_budget({1: moved}, routed, topo) == {}
+    service.routing.rule_budget = 10
+    assert service.routing._moves_within_budget({1: moved}, routed, topo) == {1: moved}

@@ -354,7 +354,28 @@ class JobRouting:
         else:
             assert ended is not None
             found = rebalance.for_end(ended, routed, topo, self.rebalance, self.planner)
+        found = self._moves_within_budget(found, routed, topo)
         return {j: (routes, switch_links(routes)) for j, routes in found.items()}
+
+    def _moves_within_budget(
+        self, found: Mapping[int, Routes], routed: Mapping[int, Job], topo: Topology
+    ) -> dict[int, Routes]:
+        """The moves whose new routes fit the rule budget whole, beside the other jobs'
+        routes (a move some of whose pairs would not fit is dropped: the job stays)."""
+        if self.rule_budget is None or not found:
+            return dict(found)
+        view = rulebudget.fabric_rules(topo, self.default_router)
+        held = {j: job.routes for j, job in routed.items()}
+        out = {}
+        for job_id, routes in found.items():
+            others = {j: r for j, r in held.items() if j != job_id}
+            fit = rulebudget.within_budget(view, routes, others, self.rule_budget, job_id)
+            if fit.fallback:
+                log.info("job %d: not moved: %s", job_id, fit.note())
+                continue
+            out[job_id] = routes
+            held[job_id] = routes
+        return out
 
     def _commit_moves(
         self,
