@@ -1,6 +1,6 @@
 """Rule budget benchmark: what a per-switch job-rule budget costs in link utilization.
 
-Run with ``.venv/bin/python benchmarks/bench_rules.py [--large] [--budget N] [--seed S]``.
+Run with ``.venv/bin/python benchmarks/bench_rules.py [--large] [--budget N,M,...] [--seed S]``.
 
 Concurrent jobs of mixed sizes and patterns (NPB CG, NPB FT, 3-D stencil, Allreduce)
 on random disjoint host sets of a fat-tree, one rank per host, are routed one after
@@ -206,7 +206,7 @@ def print_load(topo: Topology, paths: dict[str, dict[int, Paths]], budget: int) 
             print(f"  {name:<27s} {figures[m]:.6f}{ratio}")
 
 
-def run(name: str, budget: int, seed: int) -> int:
+def run(name: str, budgets: Sequence[int], seed: int) -> int:
     k, sizes = SCENARIOS[name]
     topo = fat_tree(k)
     print(f"fat_tree({k}): {len(topo.hosts)} hosts, {len(topo.switches)} switches; "
@@ -218,6 +218,23 @@ def run(name: str, budget: int, seed: int) -> int:
     t0 = time.perf_counter()
     view = rulebudget.fabric_rules(topo)
     t_defaults = time.perf_counter() - t0
+    print(f"seconds: routing {t_route:.1f} (all jobs), default table {t_defaults:.1f}")
+    over = 0
+    for budget in budgets:
+        print(f"-- budget {budget} job rules per switch")
+        over += one_budget(topo, view, jobs, budget)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak memory: {rss:.0f} MB")
+    return 1 if over else 0
+
+
+def one_budget(
+    topo: Topology,
+    view: rulebudget.FabricRules,
+    jobs: Sequence[tuple[RoutePair, ...]],
+    budget: int,
+) -> int:
+    """One budget: pairs admitted, rules per switch, utilization; switches over it."""
     t0 = time.perf_counter()
     kept, times = budget_pass(view, jobs, budget)
     t_budget = time.perf_counter() - t0
@@ -234,21 +251,23 @@ def run(name: str, budget: int, seed: int) -> int:
           f"({100 * sum(p.weight for p in left) / total_b:.2f} % of bytes)")  # fmt: skip
     over = print_rules(view, every, rules.counts(), budget)
     print_load(topo, paths, budget)
-    print(f"seconds: routing {t_route:.1f} (all jobs), default table {t_defaults:.1f}, "
-          f"budget {t_budget:.1f} (per job median {float(np.median(times)):.2f}, "
+    print(f"seconds: budget {t_budget:.1f} (per job median {float(np.median(times)):.2f}, "
           f"max {max(times):.2f})")  # fmt: skip
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak memory: {rss:.0f} MB")
-    return 1 if over else 0
+    return over
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--large", action="store_true", help="fat_tree(16), 64 jobs")
-    ap.add_argument("--budget", type=int, default=rulebudget.DEFAULT_BUDGET)
+    ap.add_argument(
+        "--budget",
+        default=f"{rulebudget.DEFAULT_BUDGET},100,50",
+        help="job rules per switch, comma-separated (default: 2000,100,50)",
+    )
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
-    return run("large" if a.large else "quick", a.budget, a.seed)
+    budgets = [int(b) for b in a.budget.split(",")]
+    return run("large" if a.large else "quick", budgets, a.seed)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sdnmpi.core.routing import Demands, Fabric, route
 from sdnmpi.core.routing import rules as rulecore
@@ -29,6 +29,8 @@ from sdnmpi.manager.model import RoutePair
 
 #: Default rule budget per switch (job rules, all jobs together).
 DEFAULT_BUDGET = rulecore.DEFAULT_BUDGET
+#: Routes remembered as (switch, port) hops per topology.
+MAX_REMEMBERED = 1 << 20
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,13 +43,24 @@ class FabricRules:
     edge: Mapping[Hashable, Hashable]
     links: Mapping[tuple[Hashable, int], Hashable]
     port_to: Mapping[tuple[str, str], int]
+    _paths: dict[tuple[RoutePair, int], rulecore.PairPath] = field(default_factory=dict)
 
     def peer(self, switch: Hashable, port: int) -> Hashable | None:
         """The switch ``port`` of ``switch`` leads to (None: a host)."""
         return self.links.get((switch, port))
 
     def pair_path(self, r: RoutePair, job_id: int = 0) -> rulecore.PairPath:
-        """A job route as (switch, out port) hops (``node:port`` names pick the port)."""
+        """A job route as (switch, out port) hops (``node:port`` names pick the port);
+        remembered, as routed jobs' routes are read again for every arrival."""
+        key = (r, job_id)
+        found = self._paths.get(key)
+        if found is None:
+            found = self._paths[key] = self._pair_path(r, job_id)
+            if len(self._paths) > MAX_REMEMBERED:
+                del self._paths[next(iter(self._paths))]
+        return found
+
+    def _pair_path(self, r: RoutePair, job_id: int) -> rulecore.PairPath:
         hops = []
         names = r.path
         for here, nxt in itertools.pairwise(names[1:-1]):

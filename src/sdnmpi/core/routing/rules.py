@@ -197,7 +197,7 @@ class _Groups:
     def cost(self, key: tuple[Hashable, Hashable], ports: Counter[int]) -> int:
         """Rules a (switch, destination) group costs: exact only, or one
         per-destination rule and exact ones for the pairs leaving by another port."""
-        total = ports.total()
+        total = sum(ports.values())
         base = self.defaults.dst.get(key)
         plain = total - (ports[base] if base is not None else 0)
         if not self.per_destination or key in self.barred or not ports:
@@ -222,18 +222,32 @@ class _Groups:
                 out[switch] = out.get(switch, 0) + extra
         return out
 
-    def add(self, path: PairPath, sign: int = 1) -> None:
-        """Count ``path`` in (``sign`` -1: out of) its groups and the switches' use."""
+    def add(self, path: PairPath) -> None:
+        """Count ``path`` in its groups and the switches' use."""
         for switch, port in path.hops:
             if (switch, path.src, path.dst) in self.defaults.pair:
                 if self.defaults.pair[(switch, path.src, path.dst)] != port:
-                    self.used[switch] += sign
+                    self.used[switch] += 1
                 continue
             key = (switch, path.dst)
             ports = self.ports[key]
             before = self.cost(key, ports)
-            ports[port] += sign
+            ports[port] += 1
             self.used[switch] += self.cost(key, ports) - before
+
+    def add_all(self, paths: Iterable[PairPath]) -> None:
+        """Count many paths at once (the switches' use computed once at the end)."""
+        odd: Counter[Hashable] = Counter()
+        pair = self.defaults.pair
+        for path in paths:
+            for switch, port in path.hops:
+                if pair and (switch, path.src, path.dst) in pair:
+                    odd[switch] += pair[(switch, path.src, path.dst)] != port
+                else:
+                    self.ports[(switch, path.dst)][port] += 1
+        self.used = odd
+        for key, ports in self.ports.items():
+            self.used[key[0]] += self.cost(key, ports)
 
     def choice(self, key: tuple[Hashable, Hashable]) -> int | None:
         """The group's per-destination port (None: exact rules only)."""
@@ -248,13 +262,18 @@ class _Groups:
         return port if 1 + ports.total() - n < plain else None
 
 
-def _rules(groups: _Groups, admitted: Iterable[PairPath]) -> RuleSet:
-    exact: dict[Hashable, dict[tuple[Hashable, Hashable], ExactRule]] = defaultdict(dict)
+def _dst_rules(groups: _Groups) -> dict[Hashable, dict[Hashable, int]]:
     dst: dict[Hashable, dict[Hashable, int]] = defaultdict(dict)
     for (switch, d), _ in groups.ports.items():
         port = groups.choice((switch, d))
         if port is not None:
             dst[switch][d] = port
+    return dict(dst)
+
+
+def _rules(groups: _Groups, admitted: Iterable[PairPath]) -> RuleSet:
+    exact: dict[Hashable, dict[tuple[Hashable, Hashable], ExactRule]] = defaultdict(dict)
+    dst = _dst_rules(groups)
     for path in admitted:
         for switch, port in path.hops:
             chosen = dst.get(switch, {}).get(path.dst)
@@ -263,7 +282,7 @@ def _rules(groups: _Groups, admitted: Iterable[PairPath]) -> RuleSet:
                 base = chosen
             if port != base:
                 exact[switch][path.key] = ExactRule(port, path.job)
-    return RuleSet(dict(exact), dict(dst))
+    return RuleSet(dict(exact), dst)
 
 
 def _unsafe(
@@ -313,8 +332,7 @@ def fit(
     while True:
         groups = _Groups(defaults, per_destination)
         groups.barred = barred
-        for path in fixed:
-            groups.add(path)
+        groups.add_all(fixed)
         admitted: list[PairPath] = []
         fallback: list[PairPath] = []
         for path in candidates:
@@ -324,9 +342,10 @@ def fit(
                 admitted.append(path)
             else:
                 fallback.append(path)
-        rules = _rules(groups, [*fixed, *admitted])
-        bad = _unsafe(rules, defaults, peer, edge) if groups.per_destination else []
+        dst = RuleSet({}, _dst_rules(groups))
+        bad = _unsafe(dst, defaults, peer, edge) if groups.per_destination else []
         if not bad:
+            rules = _rules(groups, [*fixed, *admitted])
             return Fit(rules, tuple(admitted), tuple(fallback), rules.counts())
         barred |= set(bad)  # planned again without them: the rules only shrink
 
