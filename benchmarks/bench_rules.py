@@ -22,9 +22,10 @@ a pair left out follows what the switches do), and the bytes on each link give:
 * pairs and bytes left on default routes; seconds for routing, the default table and
   the budget.
 
-Default: ``fat_tree(8)`` (128 hosts), 16 jobs.  ``--large``: ``fat_tree(16)`` (1024
+Default: ``fat_tree(8)`` (128 hosts), 14 jobs.  ``--large``: ``fat_tree(16)`` (1024
 hosts, 320 switches), 64 jobs (the target: under a 2,000-rule budget, maximum link
-utilization within 5 % of unconstrained routing, no switch over budget).
+utilization within 5 % of unconstrained routing, no switch over budget).  ``--big``:
+the same fabric with a 256-rank and three 128-rank jobs among the 64.
 """
 
 from __future__ import annotations
@@ -54,10 +55,12 @@ PATTERNS = (
 )
 
 #: (k, sizes): 1024 hosts as 4 x 64 + 12 x 32 + 16 x 16 + 32 x 4 ranks (64 jobs);
-#: 128 hosts as 2 x 32 + 4 x 8 + 8 x 4 (14 jobs) plus 2 x 0 spare.
+#: 128 hosts as 2 x 32 + 4 x 8 + 8 x 4 (14 jobs); ``--big``: 1024 hosts as
+#: 256 + 3 x 128 + 12 x 16 + 48 x 4 ranks (64 jobs, a few large ones).
 SCENARIOS = {
     "large": (16, [64] * 4 + [32] * 12 + [16] * 16 + [4] * 32),
     "quick": (8, [32] * 2 + [8] * 4 + [4] * 8),
+    "big": (16, [256] + [128] * 3 + [16] * 12 + [4] * 48),
 }
 
 
@@ -258,7 +261,8 @@ def one_budget(
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--large", action="store_true", help="fat_tree(16), 64 jobs")
+    ap.add_argument("--large", action="store_true", help="fat_tree(16), 64 jobs of 4..64")
+    ap.add_argument("--big", action="store_true", help="fat_tree(16), 64 jobs of 4..256")
     ap.add_argument(
         "--budget",
         default=f"{rulebudget.DEFAULT_BUDGET},100,50",
@@ -267,7 +271,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     budgets = [int(b) for b in a.budget.split(",")]
-    return run("large" if a.large else "quick", budgets, a.seed)
+    return run("big" if a.big else "large" if a.large else "quick", budgets, a.seed)
 
 
 if __name__ == "__main__":
