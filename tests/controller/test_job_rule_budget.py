@@ -88,9 +88,17 @@ def test_aggregated_rules_carry_every_pair_on_its_planned_path() -> None:
     assert 0 < n_agg < n_exact
     kinds = Counter(layout.kind_of(r.cookie) for r in _job_rules(agg))
     assert kinds["jobdst"] > 0 and kinds["job"] > 0
-    # the planner counts what the switches hold
+    # the planner counts what the switches hold, and says so (the ``rules`` query)
     held = Counter(r.dpid for r in _job_rules(agg))
     assert agg.planner.job_routes.usage == held
+    api = ApiHandler(agg.planner)
+    reply = api.handle(b'{"op": "rules"}\n').complete(True, 0.0)
+    assert reply == {
+        "ok": True,
+        "mode": "aggregate",
+        "budget": None,
+        "rules": {str(d): n for d, n in sorted(held.items())},
+    }
     # removing one job keeps the other on its paths, and leaves no rule of it behind
     agg.send(agg.planner.remove_job(3))
     _check_paths(agg, *jobs[4])

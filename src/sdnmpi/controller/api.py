@@ -220,10 +220,16 @@ class ApiHandler:
         return undo
 
     def _query(self, op: str) -> Answer:
-        """Read-only ops: ``topology`` (the live fabric) and ``jobs`` (job routes held)."""
+        """Read-only ops: ``topology`` (the live fabric), ``jobs`` (job routes held) and
+        ``rules`` (job rules per switch)."""
         if op == "jobs":
             held = {str(job): encode_pairs(p) for job, p in sorted(self.job_pairs.items())}
             return Answer({"ok": True, "jobs": held})
+        if op == "rules":
+            jobs = self.planner.job_routes
+            self.planner.desired(0)  # the desired state (and the counts) up to date
+            usage = {str(d): n for d, n in sorted(jobs.usage.items())}
+            return Answer({"ok": True, "mode": jobs.mode, "budget": jobs.budget, "rules": usage})
         topo = self.planner.live_topology()
         if topo is None:
             return refused(NOT_DISCOVERED)
