@@ -181,8 +181,7 @@ class ApiHandler:
                     then = f"previous routes not restored ({exc}): removed, default routes"
             if not msgs and job_id in self.planner.jobs and then.endswith("default routes"):
                 msgs = self.planner.remove_job(job_id)
-            error = f"job {job_id}: routes not installed ({why}); {then}"
-            log.warning("%s", error)
+            error = f"job {job_id}: routes not installed ({why}); {then}"  # the shim logs it
             reply = {"ok": False, "error": error, "job_id": job_id}
             return Answer(reply, msgs, confirm=True, save=True, label=label)
 
