@@ -56,6 +56,19 @@ def run_command(
     tag_budget: int | None = typer.Option(
         None, "--tag-budget", help="MPI-tag rules allowed per switch (default: no limit)."
     ),
+    job_rules: str = typer.Option(
+        "exact",
+        "--job-rules",
+        help="How job routes become rules: 'exact' (one per host pair and switch) or "
+        "'aggregate' (none where the default route agrees, per-destination rules shared by "
+        "pairs; docs/rules.md). Run 'aggregate' beside a manager that budgets rules.",
+    ),
+    job_budget: int | None = typer.Option(
+        None,
+        "--job-budget",
+        help="Job-route rules allowed per switch, all jobs together; a job over it is "
+        "refused (default: no limit; the manager's planner budgets 2000).",
+    ),
     primitives: str = typer.Option(
         "",
         "--primitives",
@@ -105,6 +118,8 @@ def run_command(
         router=router,
         fallback_router=fallback_router,
         tag_budget=tag_budget,
+        job_rules=job_rules,  # type: ignore[arg-type]  # checked by PlannerConfig
+        job_budget=job_budget,
         primitives=primitives,
         bcast=bcast,
     )

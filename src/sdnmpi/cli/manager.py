@@ -82,6 +82,22 @@ def run_command(
         min=0,
         help="Running jobs an arriving or ending job may move (0: never move).",
     ),
+    rule_budget: int = typer.Option(
+        2000,
+        "--rule-budget",
+        min=0,
+        help="Job-route rules allowed per switch, all jobs together, counted as the "
+        "controller's --job-rules aggregate installs them; pairs beyond it stay on default "
+        "routes (docs/rules.md).",
+    ),
+    no_rule_budget: bool = typer.Option(
+        False, "--no-rule-budget", help="Send every pair's route (no budget)."
+    ),
+    defaults_router: str = typer.Option(
+        "dmodk",
+        "--controller-router",
+        help="The controller's --router (its default routes, which rule counting leans on).",
+    ),
     slurm_user: str | None = typer.Option(
         None, "--slurm-user", help="SlurmUser (name or uid): a scheduler like root."
     ),
@@ -119,8 +135,9 @@ def run_command(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    if router not in ROUTERS:
-        raise ConfigError(f"--router {router!r}: known routers are {', '.join(ROUTERS)}")
+    for flag, name in (("--router", router), ("--controller-router", defaults_router)):
+        if name not in ROUTERS:
+            raise ConfigError(f"{flag} {name!r}: known routers are {', '.join(ROUTERS)}")
     tls = _tls(tcp, tls_cert, tls_key, token_file)
     limits = Limits(connections=max_connections, per_uid=max_connections_per_user)
     scheduler = scheduler_uids(slurm_user)
@@ -134,6 +151,8 @@ def run_command(
             rebalance=rebalance,
             decoder=sandbox.decode,  # uploads are parsed in a child with hard limits
         )
+        service.routing.rule_budget = None if no_rule_budget else rule_budget
+        service.routing.default_router = defaults_router
         server = ManagerServer(
             service,
             socket_path,

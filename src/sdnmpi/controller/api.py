@@ -146,19 +146,46 @@ class ApiHandler:
         try:
             op, job_id, pairs = parse_request(line)
             self._need_sync()
+            old = self.job_pairs.get(job_id)
+            old = {k: list(v) for k, v in old.items()} if old is not None else None
             if op == "install_job":  # a job that has routes gets the new ones
                 msgs = self.planner.replace_job(job_id, pairs)
             else:
                 msgs = self.planner.remove_job(job_id)
         except SdnMpiError as exc:
             return refused(str(exc))
-        reply = {
+        reply: dict[str, Any] = {
             "job_id": job_id,
             "flow_mods": _mods(msgs),
             "switches": len({m.dpid for m in msgs}),
         }
         label = f"{op} {job_id}"
-        return Answer(reply, msgs, confirm=True, save=True, timed=True, label=label)
+        answer = Answer(reply, msgs, confirm=True, save=True, timed=True, label=label)
+        if op == "install_job":
+            usage = self.planner.job_routes.usage
+            reply["rules_max"] = max(usage.values(), default=0)
+            answer.undo = self._job_undo(job_id, label, old)
+        return answer
+
+    def _job_undo(self, job_id: int, label: str, old: JobPairs | None) -> Callable[[str], Answer]:
+        """What takes a job's routes back when a switch refused one of their flow-mods
+        (a full table) or a barrier was not answered: a new job is left on default
+        routes, a job that had routes gets its ``old`` ones back."""
+
+        def undo(why: str) -> Answer:
+            msgs, then = [], "removed, default routes"
+            if old is not None:
+                try:
+                    msgs, then = self.planner.replace_job(job_id, old), "previous routes restored"
+                except SdnMpiError as exc:
+                    then = f"previous routes not restored ({exc}): removed, default routes"
+            if not msgs and job_id in self.planner.jobs and then.endswith("default routes"):
+                msgs = self.planner.remove_job(job_id)
+            error = f"job {job_id}: routes not installed ({why}); {then}"  # the shim logs it
+            reply = {"ok": False, "error": error, "job_id": job_id}
+            return Answer(reply, msgs, confirm=True, save=True, label=label)
+
+        return undo
 
     def _need_sync(self) -> None:
         if not self.synced:
@@ -192,10 +219,16 @@ class ApiHandler:
         return undo
 
     def _query(self, op: str) -> Answer:
-        """Read-only ops: ``topology`` (the live fabric) and ``jobs`` (job routes held)."""
+        """Read-only ops: ``topology`` (the live fabric), ``jobs`` (job routes held) and
+        ``rules`` (job rules per switch)."""
         if op == "jobs":
             held = {str(job): encode_pairs(p) for job, p in sorted(self.job_pairs.items())}
             return Answer({"ok": True, "jobs": held})
+        if op == "rules":
+            jobs = self.planner.job_routes
+            self.planner.desired(0)  # the desired state (and the counts) up to date
+            usage = {str(d): n for d, n in sorted(jobs.usage.items())}
+            return Answer({"ok": True, "mode": jobs.mode, "budget": jobs.budget, "rules": usage})
         topo = self.planner.live_topology()
         if topo is None:
             return refused(NOT_DISCOVERED)

@@ -19,6 +19,9 @@ priority  match -> actions                                  cookie kind
 190       ``eth_dst``/mask = tag's (job slot, dst rank)      tag
           -> port (a job's per-destination catch-all)
 110       default pair (``eth_src``, ``eth_dst``) -> port    default
+105       job routes to one destination ``eth_dst`` -> port  jobdst
+          (aggregated: shared by the pairs of every job
+          leaving this switch that way; docs/rules.md)
 100       default route ``eth_dst`` -> port                  default
 1         IPv4 to a MAC with the tag prefix                  base
           ``eth_dst`` (a tag no rule carries) -> controller,
@@ -31,7 +34,8 @@ Its 64-bit **cookie** says which part owns it::
     bits 63..56  0x5D           marker: the rule belongs to sdnmpi
     bits 55..48  kind           1 base, 2 host delivery, 3 default routes, 4 job routes,
                                 5 tagged routes (MPI context tags, per primitive),
-                                6 broadcast trees (switch-replicated MPI_Bcast)
+                                6 broadcast trees (switch-replicated MPI_Bcast),
+                                7 per-destination job routes (shared by jobs)
     bits 47..0   job id         the job of a job, tagged or tree route; 0 for other kinds
 
 so one delete-by-cookie flow-mod removes all of a kind, all of one job, or
@@ -59,7 +63,7 @@ from typing import Literal
 
 from sdnmpi.errors import RoutingError
 
-Kind = Literal["base", "host", "default", "job", "tag", "bcast"]
+Kind = Literal["base", "host", "default", "job", "tag", "bcast", "jobdst"]
 
 # --- priorities (the table above) ---
 #: Broadcast ARP and LLDP to the controller.
@@ -80,6 +84,9 @@ PRIORITY_TAG_DST = 190
 #: A default route of one host pair (pair encoding, or an exception to the
 #: per-destination rules).
 PRIORITY_DEFAULT_PAIR = 110
+#: Job routes to one destination, aggregated (``job_rules="aggregate"``): under the
+#: default pair exceptions, so a pair with one keeps it (the aggregation knows).
+PRIORITY_JOB_DST = 105
 #: A default route to one destination.
 PRIORITY_DEFAULT_DST = 100
 #: Unrouted IPv4 to a MAC with the tag prefix (any version): whole frames up.
@@ -97,7 +104,9 @@ MISS_MAX_LEN = 128
 # --- cookies ---
 
 MARKER = 0x5D
-_KINDS: dict[str, int] = {"base": 1, "host": 2, "default": 3, "job": 4, "tag": 5, "bcast": 6}
+_KINDS: dict[str, int] = {
+    "base": 1, "host": 2, "default": 3, "job": 4, "tag": 5, "bcast": 6, "jobdst": 7
+}  # fmt: skip
 _NAMES = {v: k for k, v in _KINDS.items()}
 JOB_BITS = 48
 MAX_JOB_ID = 2**JOB_BITS - 1

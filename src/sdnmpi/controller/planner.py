@@ -66,7 +66,7 @@ from sdnmpi.controller.flows import (
     batched,
 )
 from sdnmpi.controller.inventory import HostEntry, Inventory
-from sdnmpi.controller.jobroutes import JobRoutes, JobRouteSpec, parse_routes
+from sdnmpi.controller.jobroutes import JobRoutes, JobRouteSpec, JobRuleMode, parse_routes
 from sdnmpi.controller.packets import Packet, arp_reply, decode
 from sdnmpi.controller.primitives import inbound
 from sdnmpi.controller.primitives.base import Collective, Flow, Network, TaggedJob
@@ -97,6 +97,9 @@ class PlannerConfig:
     no limit); ``primitives``: which module routes which primitive, a
     :meth:`~sdnmpi.controller.primitives.registry.Registry.from_spec` string
     (empty: the standard modules); ``bcast``: broadcast trees' address pool and caps.
+    ``job_rules``: how job routes become rules, ``exact`` (one per pair and switch) or
+    ``aggregate`` (:mod:`~sdnmpi.controller.jobroutes`); ``job_budget``: job rules
+    allowed per switch, all jobs together (``None``: no limit; a job over it is refused).
     """
 
     router: str = "dmodk"
@@ -108,6 +111,8 @@ class PlannerConfig:
     tag_budget: int | None = None
     primitives: str = ""
     bcast: BcastConfig = field(default_factory=BcastConfig)
+    job_rules: JobRuleMode = "exact"
+    job_budget: int | None = None
 
     def __post_init__(self) -> None:
         from sdnmpi.core.routing import ROUTERS
@@ -119,11 +124,13 @@ class PlannerConfig:
             raise ConfigError(f"unknown rule encoding {self.encoding!r} (auto or pair)")
         if self.batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
-        budget = self.tag_budget
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
-            raise ConfigError(f"tag budget must be an integer or None, got {budget!r}")
-        if budget is not None and budget < 0:
-            raise ConfigError(f"tag budget must be >= 0 rules per switch, got {budget}")
+        if self.job_rules not in ("exact", "aggregate"):
+            raise ConfigError(f"unknown job rule encoding {self.job_rules!r} (exact or aggregate)")
+        for what, value in (("tag budget", self.tag_budget), ("job rule budget", self.job_budget)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(f"{what} must be an integer or None, got {value!r}")
+            if value is not None and value < 0:
+                raise ConfigError(f"{what} must be >= 0 rules per switch, got {value}")
         Registry.from_spec(self.primitives)  # validates the spec
 
 
@@ -141,7 +148,7 @@ class Planner:
         self.inventory = Inventory(topology, self.config.expect_model_hosts)
         cfg = self.config
         self.defaults = DefaultRoutes(cfg.router, cfg.fallback_router, cfg.seed, cfg.encoding)
-        self.job_routes = JobRoutes()
+        self.job_routes = JobRoutes(cfg.job_rules, cfg.job_budget)
         self.tags = TagRoutes(self.primitives, cfg.tag_budget)
         self.bcast = BcastTrees(cfg.bcast)
         self._synced: Version | None = None  # desired version last diffed
@@ -299,7 +306,9 @@ class Planner:
         layout.job_cookie(job_id)  # range check
         parsed = parse_routes(routes, self.live_topology(), fabric, demands)
         names = routes if isinstance(routes, Mapping) else None
-        self.job_routes.replace(job_id, parsed, self.inventory, names)
+        state = self._default_state()
+        defaults = state.rules if state is not None else ()
+        self.job_routes.replace(job_id, parsed, self.inventory, names, defaults)
         return self.sync()
 
     def remove_job(self, job_id: int) -> list[Message]:
@@ -533,7 +542,7 @@ class Planner:
         rules = [r for d in sorted(self.inventory.switches_up) for r in base_rules(d)]
         rules += delivery_rules(self.inventory)
         rules += state.rules if state is not None else ()
-        rules += self.job_routes.rules(self.inventory)
+        rules += self.job_routes.rules(self.inventory, state.rules if state is not None else ())
         rules += self.tags.rules(state.net if state else None)
         trees, groups = self.bcast.plan(state.topology if state else None)
         rules += trees

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import SdnMpiError
-from sdnmpi.manager import planning, rebalance
+from sdnmpi.manager import planning, rebalance, rulebudget
 from sdnmpi.manager.model import (
     MAX_JOB_ID,
     Install,
@@ -83,6 +83,7 @@ class _Plan:
     links: frozenset[Link]
     taken: Mapping[Pair, int]
     snap: Snapshot
+    note: str = ""  # the rule budget's: rules on the fullest switch, pairs left out
 
 
 def _now(task: Callable[[], None]) -> None:
@@ -117,6 +118,11 @@ class JobRouting:
         self._planning: set[int] = set()
         self._computing: set[int] = set()
         self._book: RoutedJobs | None = None
+        #: Job rules allowed per switch, all jobs together (:mod:`~sdnmpi.manager.
+        #: rulebudget`; ``None``: no budget, every pair's route is sent).
+        self.rule_budget: int | None = rulebudget.DEFAULT_BUDGET
+        #: The controller's default router (the routes a pair without a rule takes).
+        self.default_router = "dmodk"
 
     # -- the routed jobs ----------------------------------------------------------------
     @property
@@ -196,7 +202,13 @@ class JobRouting:
         others = tuple(j.routes for j in routed.values())
         routes = self.planner(PlanRequest(topo, job, others))
         mine, taken = _unshared(routes, routed)
-        return _Plan(mine, switch_links(mine), taken, snap)
+        note = ""
+        if self.rule_budget is not None and mine:
+            view = rulebudget.fabric_rules(topo, self.default_router)
+            held = {j: other.routes for j, other in routed.items()}
+            fit = rulebudget.within_budget(view, mine, held, self.rule_budget, job.job_id)
+            mine, note = fit.kept, fit.note()
+        return _Plan(mine, switch_links(mine), taken, snap, note)
 
     def _commit(self, job: Job, plan: _Plan, t0: float, note: str) -> Job:
         """Install the plan (lock held): pairs taken since the snapshot are left out."""
@@ -209,11 +221,12 @@ class JobRouting:
         shared = _shared_note({**plan.taken, **taken})
         try:
             if not routes:
-                job = self._default(job, shared or "the pattern sends nothing between hosts")
+                why = plan.note or "the pattern sends nothing between hosts"
+                job = self._default(job, "; ".join(filter(None, (shared, why))))
             else:
                 result = self.controller.install(job.job_id, planning.pairs_of(routes))
                 install = dataclasses.replace(result, install_s=self.clock() - t0)
-                detail = "; ".join(filter(None, (shared, note)))
+                detail = "; ".join(filter(None, (shared, note, plan.note)))
                 job = dataclasses.replace(
                     job, state=JobState.ROUTED, routes=routes, install=install, detail=detail
                 )
@@ -341,7 +354,28 @@ class JobRouting:
         else:
             assert ended is not None
             found = rebalance.for_end(ended, routed, topo, self.rebalance, self.planner)
+        found = self._moves_within_budget(found, routed, topo)
         return {j: (routes, switch_links(routes)) for j, routes in found.items()}
+
+    def _moves_within_budget(
+        self, found: Mapping[int, Routes], routed: Mapping[int, Job], topo: Topology
+    ) -> dict[int, Routes]:
+        """The moves whose new routes fit the rule budget whole, beside the other jobs'
+        routes (a move some of whose pairs would not fit is dropped: the job stays)."""
+        if self.rule_budget is None or not found:
+            return dict(found)
+        view = rulebudget.fabric_rules(topo, self.default_router)
+        held = {j: job.routes for j, job in routed.items()}
+        out = {}
+        for job_id, routes in found.items():
+            others = {j: r for j, r in held.items() if j != job_id}
+            fit = rulebudget.within_budget(view, routes, others, self.rule_budget, job_id)
+            if fit.fallback:
+                log.info("job %d: not moved: %s", job_id, fit.note())
+                continue
+            out[job_id] = routes
+            held[job_id] = routes
+        return out
 
     def _commit_moves(
         self,

@@ -18,7 +18,9 @@ OpenFlow 1.3 and Open vSwitch hold them: ``add`` of an existing group, ``modify`
 missing one, a group beyond the switch's ``max_groups`` and a flow pointing to a missing
 group are refused with an error (recorded in :attr:`FakeOFNetwork.errors`, the message
 not applied, as the switch answers ``OFPT_ERROR``); deleting a group deletes the flows
-that point to it.  :meth:`FakeOFNetwork.spread` follows every copy of a packet a group
+that point to it.  A switch whose table holds ``max_flows`` rules refuses to add another
+("table full", as ``OFPET_FLOW_MOD_FAILED``/``OFPFMFC_TABLE_FULL``; replacing a rule in
+place is still accepted).  :meth:`FakeOFNetwork.spread` follows every copy of a packet a group
 makes (a switch-replicated broadcast) and counts where the copies end.
 """
 
@@ -104,16 +106,20 @@ class FakeOFNetwork:
     """Flow and group tables for every switch of ``topology`` (see module docstring).
 
     ``max_groups``: groups a switch can hold (``None``: no limit), as a switch's
-    "out of groups" error.
+    "out of groups" error; ``max_flows``: rules a switch's table holds (``None``: no
+    limit), as a switch's "table full" error.
     """
 
-    def __init__(self, topology: Topology, max_groups: int | None = None) -> None:
+    def __init__(
+        self, topology: Topology, max_groups: int | None = None, max_flows: int | None = None
+    ) -> None:
         self.topology = topology
         self.tables: dict[int, dict[int, dict[TableKey, FlowRule]]] = {
             s.dpid: {} for s in topology.switches
         }
         self.groups: dict[int, dict[int, tuple[int, ...]]] = {s.dpid: {} for s in topology.switches}
         self.max_groups = max_groups
+        self.max_flows = max_flows
         #: Messages a switch refused, with the reason (``OFPT_ERROR`` replies).
         self.errors: list[tuple[Message, str]] = []
         self.packet_outs: list[PacketOut] = []
@@ -167,6 +173,8 @@ class FakeOFNetwork:
         missing = _groups_of(rule) - set(self.groups[rule.dpid])
         if rule.command == "add" and missing:
             self.errors.append((rule, f"bad out group {sorted(missing)}"))
+        elif rule.command == "add" and self._full(tables, rule):
+            self.errors.append((rule, "table full"))
         elif rule.command == "add":
             tables.setdefault(rule.table_id, {})[(rule.priority, rule.match)] = rule
         elif rule.command == "delete_strict":
@@ -179,6 +187,15 @@ class FakeOFNetwork:
                 if rule.table_id in (OFPTT_ALL, table_id):
                     for key in [k for k, r in table.items() if _cookie_agrees(r, rule)]:
                         del table[key]
+
+    def _full(self, tables: dict[int, dict[TableKey, FlowRule]], rule: FlowRule) -> bool:
+        """Whether adding ``rule`` (not replacing one in place) overflows the table."""
+        table = tables.get(rule.table_id, {})
+        return (
+            self.max_flows is not None
+            and (rule.priority, rule.match) not in table
+            and len(table) >= self.max_flows
+        )
 
     # -- reading the tables -------------------------------------------------------------
     def rules(self, dpid: int | None = None) -> list[FlowRule]:

@@ -39,6 +39,7 @@ JOB_OPS: Final[dict[str, frozenset[str]]] = {
 QUERY_OPS: Final[dict[str, frozenset[str]]] = {
     "topology": frozenset({"op"}),
     "jobs": frozenset({"op"}),
+    "rules": frozenset({"op"}),
 }
 #: The node agents' reports of tagged jobs (:mod:`sdnmpi.controller.tagservice`).
 TAG_OPS: Final[dict[str, frozenset[str]]] = {
@@ -248,6 +249,14 @@ class Client:
             return {int(job): decode_pairs(pairs) for job, pairs in raw.items()}
         except (ValueError, FormatError) as exc:
             raise self._unreachable(f"bad jobs reply: {exc}") from None
+
+    def rules(self) -> dict[str, Any]:
+        """How job routes become rules (``mode``, ``budget``) and the job rules each
+        switch holds (``rules``: dpid -> count), as the controller counts them."""
+        reply = self.request({"op": "rules"})
+        if not isinstance(reply.get("rules"), dict):
+            raise self._unreachable("rules reply has no rules object")
+        return {k: reply.get(k) for k in ("mode", "budget", "rules")}
 
     def install_job(self, job_id: int, pairs: PairPaths) -> Installed:
         """Install (or replace) a job's routes; returns once the switches confirmed."""
