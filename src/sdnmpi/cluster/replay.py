@@ -233,7 +233,11 @@ def _start(st: _State, job: StreamJob, now: float) -> None:
     record = offline.routed_job(job.job_id, spec_json, names, router)
     routed = {j: r.record for j, r in st.running.items()}
     t0 = st.clock()
-    routes = offline.plan_arrival(st.topo, record, routed if router == "ours" else {})
+    routes = (
+        offline.plan_arrival(st.topo, record, routed if router == "ours" else {})
+        if spec_json
+        else ()
+    )
     record = _with_routes(record, routes)
     run = _running(st, job, hosts, record, now)
     st.running[job.job_id] = run
