@@ -3,8 +3,8 @@
 
 Run with ``make bench`` or ``.venv/bin/python benchmarks/bench_stream.py``.  The quick
 case replays a synthetic stream (:func:`sdnmpi.cluster.jobs.synthetic`, seed 1) on
-``fat_tree(8)`` (128 hosts, jobs of 2 to 32 ranks); ``--large`` replays one on
-``fat_tree(16)`` (1024 hosts, jobs of 2 to 256 ranks), the issue's case.  Both use
+``fat_tree(8)`` (128 hosts, 24 jobs of 2 to 32 ranks); ``--large`` replays one on
+``fat_tree(16)`` (1024 hosts, 60 jobs of 2 to 256 ranks), the issue's case.  Both use
 contiguous-first and random allocation, FCFS scheduling, and the default mix (CG, FT,
 stencil3d, Allreduce, Alltoall; communication share uniform in 0.3..0.7).
 
@@ -24,11 +24,20 @@ from sdnmpi.cluster import summary
 from sdnmpi.cluster.jobs import Synthetic, describe, synthetic
 from sdnmpi.cluster.replay import ROUTERS, ReplayConfig, replay
 from sdnmpi.core.generators import fat_tree
+from sdnmpi.manager import rebalance
 
 TARGET = 0.177
 
 
-def run(k: int, njobs: int, load: float, seed: int, allocation: str, routers: list[str]) -> None:
+def run(
+    k: int,
+    njobs: int,
+    load: float,
+    seed: int,
+    allocation: str,
+    routers: list[str],
+    rebalance_jobs: int = rebalance.JOBS,
+) -> None:
     topo = fat_tree(k)
     hosts = len(topo.hosts)
     params = Synthetic(njobs=njobs, load=load, max_size=hosts // 4)
@@ -38,12 +47,14 @@ def run(k: int, njobs: int, load: float, seed: int, allocation: str, routers: li
         f"fat_tree({k}), {hosts} hosts, {allocation} allocation; synthetic stream seed {seed}: "
         f"{njobs} jobs, load {load}, sizes 2..{hosts // 4}, mean size {info['mean_nprocs']:.1f}, "
         f"mean duration {info['mean_duration_s']:.0f} s, "
-        f"mean comm share {info['mean_comm_share']:.2f}, arrivals over {info['span_s']:.0f} s"
+        f"mean comm share {info['mean_comm_share']:.2f}, arrivals over {info['span_s']:.0f} s; "
+        f"rebalancing moves up to {rebalance_jobs} jobs per event"
     )
     sums = []
     for router in routers:
         t0 = time.perf_counter()
-        rep = replay(topo, stream, ReplayConfig(router, allocation, seed), time.perf_counter)
+        cfg = ReplayConfig(router, allocation, seed, rebalance_jobs)
+        rep = replay(topo, stream, cfg, time.perf_counter)
         s = summary.summarize(rep)
         s["wall_s"] = time.perf_counter() - t0
         sums.append(s)
@@ -74,10 +85,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--allocation", default="contiguous,random")
     parser.add_argument("--routers", default=",".join(ROUTERS))
+    parser.add_argument(
+        "--rebalance-jobs", type=int, default=rebalance.JOBS, help="jobs one event may move"
+    )
     args = parser.parse_args()
-    k, njobs = (16, 60) if args.large else (8, 30)
+    k, njobs = (16, 60) if args.large else (8, 24)
     for allocation in args.allocation.split(","):
-        run(k, args.jobs or njobs, args.load, args.seed, allocation, args.routers.split(","))
+        routers = args.routers.split(",")
+        run(k, args.jobs or njobs, args.load, args.seed, allocation, routers, args.rebalance_jobs)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from sdnmpi.core.generators import fat_tree
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError
 from sdnmpi.formats.swf import load_swf
+from sdnmpi.manager import rebalance
 
 app = typer.Typer(help="Job streams (SWF logs or synthetic) replayed on a fabric.")
 console = Console(emoji=False, markup=False)
@@ -46,12 +47,15 @@ def replay_command(
     allocation: str = typer.Option(
         "contiguous", "--allocation", help=f"Hosts for a job: {', '.join(ALLOCATIONS)}."
     ),
+    rebalance_jobs: int = typer.Option(
+        rebalance.JOBS, "--rebalance-jobs", help="ours+rebalance: jobs one event may move."
+    ),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the per-job JSON here."),
 ) -> None:
     """Replay a job stream with each router; print slowdowns, throughput, routing time
     and rules per switch, and D-mod-K ratios."""
     names = [r.strip() for r in routers.split(",") if r.strip()]
-    configs = [ReplayConfig(r, allocation, seed) for r in names]
+    configs = [ReplayConfig(r, allocation, seed, rebalance_jobs) for r in names]
     topo = _topology(topology)
     hosts = len(topo.hosts)
     mix = stream_jobs.Mix(comm_share=_pair(comm_share))
