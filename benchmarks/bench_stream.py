@@ -11,7 +11,8 @@ stencil3d, Allreduce, Alltoall; communication share uniform in 0.3..0.7).
 For each router it prints the mean, median and p99 slowdown, the makespan, the
 throughput (nominal host-seconds over hosts times makespan), its gain over D-mod-K
 (the target is +17.7 %, Domke and Hoefler, SC16), the routing seconds per arrival
-(median and max), and the exact per-pair rules on the busiest switch (peak and
+(median and max; CPU seconds of this process, so that other work on the machine does
+not count), and the exact per-pair rules on the busiest switch (peak and
 time-averaged).
 """
 
@@ -60,7 +61,7 @@ def run(
     for router in routers:
         t0 = time.perf_counter()
         cfg = ReplayConfig(router, allocation, seed, rebalance_jobs)
-        rep = replay(topo, stream, cfg, time.perf_counter)
+        rep = replay(topo, stream, cfg, time.process_time)
         s = summary.summarize(rep)
         s["wall_s"] = time.perf_counter() - t0
         sums.append(s)

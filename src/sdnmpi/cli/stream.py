@@ -71,7 +71,7 @@ def replay_command(
     results = []
     for cfg in configs:
         err_console.print(f"replaying with {cfg.router} ...")
-        results.append(replay(topo, stream, cfg, time.perf_counter))
+        results.append(replay(topo, stream, cfg, time.process_time))
     sums = [summary.summarize(r) for r in results]
     _print(sums, summary.compare(sums))
     if out is not None:
