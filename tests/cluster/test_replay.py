@@ -53,8 +53,9 @@ def test_two_jobs_share_one_uplink_hand_checked() -> None:
 
 
 def test_own_contention_and_fcfs_hand_checked() -> None:
-    # A 4-rank alltoall on 2 leaves of 2 hosts: each NIC sends 3 messages, each
-    # uplink carries 4 (two hosts to two hosts): speed 3/4 alone, so 100 s with half
+    # A 4-rank alltoall (MPICH's scattered algorithm: one phase of 12 messages) on
+    # 2 leaves of 2 hosts: each NIC sends 3 messages, each uplink carries 4 (two
+    # hosts to two hosts): speed 3/4 alone, so 100 s with half
     # communication takes 100 * (0.5 + 0.5 / 0.75) = 116.67 s.  It arrives at 1
     # behind a 2-rank job of 50 s that holds h1 h2 (FCFS: it starts at 50).
     topo = leaf_spine(1, 2, 2)
@@ -68,6 +69,18 @@ def test_own_contention_and_fcfs_hand_checked() -> None:
     assert big.start_s == 50.0 and big.wait_s == 49.0
     assert big.alone_speed == pytest.approx(0.75)
     assert big.end_s == pytest.approx(50.0 + 100.0 * (0.5 + 0.5 / 0.75))
+
+
+def test_phases_count_apart() -> None:
+    # 4 ranks on 2 leaves of 2 hosts, recursive-doubling Allreduce: step 1 pairs
+    # rank r with r^1 (same leaf: 1 unit, the NIC), step 2 with r^2 (across: each
+    # uplink carries its 2 hosts' messages, 2 units).  Ideal 1 + 1, alone 1 + 2: speed
+    # 2/3.  Merging the phases would hide it (2 units on every NIC and every uplink).
+    topo = leaf_spine(1, 2, 2)
+    spec = "allreduce:nprocs=4,bytes=1000000,algorithm=recursive_doubling"
+    rep = replay(topo, [StreamJob(1, 0.0, 4, 100.0, 0.5, spec)], ReplayConfig("dmodk"), _clock)
+    assert rep.jobs[0].alone_speed == pytest.approx(2 / 3)
+    assert rep.jobs[0].end_s == pytest.approx(100.0 * (0.5 + 0.5 * 1.5))
 
 
 def test_alone_on_idle_fabric_slowdown_one() -> None:

@@ -35,7 +35,8 @@ import numpy as np
 from sdnmpi.cluster import sharing
 from sdnmpi.cluster.jobs import StreamJob
 from sdnmpi.core import workloads
-from sdnmpi.core.routing import Fabric
+from sdnmpi.core.pattern import Pattern
+from sdnmpi.core.routing import Demands, Fabric
 from sdnmpi.core.routing.model import FloatArray
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError
@@ -121,7 +122,8 @@ class _Running:
     job: StreamJob
     hosts: tuple[int, ...]
     record: Job
-    load: FloatArray
+    demands: Demands | None
+    traffic: sharing.JobTraffic
     rules: FloatArray
     start_s: float
     alone_speed: float
@@ -142,7 +144,7 @@ class _State:
     switch_index: dict[str, int]
     free: list[int]
     rng: np.random.Generator
-    patterns: dict[str, bytes] = field(default_factory=dict)
+    patterns: dict[str, tuple[Pattern, bytes]] = field(default_factory=dict)
     running: dict[int, _Running] = field(default_factory=dict)
     results: list[JobResult] = field(default_factory=list)
     samples: list[RuleSample] = field(default_factory=list)
@@ -228,7 +230,7 @@ def _advance(st: _State, now: float, until: float) -> float:
 def _start(st: _State, job: StreamJob, now: float) -> None:
     hosts = _allocate(st, job.nprocs)
     names = [st.host_names[h] for h in hosts]
-    spec_json = _pattern_json(st, job.pattern)
+    pattern, spec_json = _pattern(st, job.pattern)
     router = "ours" if st.config.router.startswith("ours") else st.config.router
     record = offline.routed_job(job.job_id, spec_json, names, router)
     routed = {j: r.record for j, r in st.running.items()}
@@ -239,7 +241,7 @@ def _start(st: _State, job: StreamJob, now: float) -> None:
         else ()
     )
     record = _with_routes(record, routes)
-    run = _running(st, job, hosts, record, now)
+    run = _running(st, job, hosts, record, pattern, now)
     st.running[job.job_id] = run
     if st.config.router == "ours+rebalance" and routes:
         routed[job.job_id] = record
@@ -248,11 +250,12 @@ def _start(st: _State, job: StreamJob, now: float) -> None:
     run.routing_s = st.clock() - t0
 
 
-def _pattern_json(st: _State, spec: str) -> bytes:
+def _pattern(st: _State, spec: str) -> tuple[Pattern | None, bytes]:
     if not spec:
-        return b""
+        return None, b""
     if spec not in st.patterns:
-        st.patterns[spec] = patternfile.canonical(workloads.build(spec))
+        pattern = workloads.build(spec)
+        st.patterns[spec] = (pattern, patternfile.canonical(pattern))
     return st.patterns[spec]
 
 
@@ -261,18 +264,35 @@ def _with_routes(record: Job, routes: tuple[RoutePair, ...]) -> Job:
 
 
 def _running(
-    st: _State, job: StreamJob, hosts: tuple[int, ...], record: Job, now: float
+    st: _State,
+    job: StreamJob,
+    hosts: tuple[int, ...],
+    record: Job,
+    pattern: Pattern | None,
+    now: float,
 ) -> _Running:
-    load = planning.arc_bytes(st.fabric, record.routes)
-    alone = sharing.speeds(st.fabric, {0: load})[0]
-    return _Running(job, hosts, record, load, _rules(st, record.routes), now, alone, 0.0)
+    demands = None
+    if pattern is not None and record.routes:
+        demands = planning.demands_for(st.fabric, pattern, record.processes)
+    traffic = _traffic(st, demands, record.routes)
+    alone = sharing.speeds(st.fabric, {0: traffic})[0]
+    rules = _rules(st, record.routes)
+    return _Running(job, hosts, record, demands, traffic, rules, now, alone, 0.0)
+
+
+def _traffic(
+    st: _State, demands: Demands | None, routes: tuple[RoutePair, ...]
+) -> sharing.JobTraffic:
+    if demands is None:
+        return sharing.JobTraffic(np.zeros(st.fabric.narcs), 0.0, 0.0)
+    return sharing.job_traffic(st.fabric, demands, routes)
 
 
 def _apply(st: _State, moves: dict[int, tuple[RoutePair, ...]]) -> None:
     for j, routes in moves.items():
         run = st.running[j]
         run.record = _with_routes(run.record, routes)
-        run.load = planning.arc_bytes(st.fabric, routes)
+        run.traffic = _traffic(st, run.demands, routes)
         run.rules = _rules(st, routes)
         run.moves += 1
 
@@ -346,7 +366,7 @@ def _rules(st: _State, routes: Sequence[RoutePair]) -> FloatArray:
 
 
 def _share(st: _State) -> None:
-    got = sharing.speeds(st.fabric, {j: r.load for j, r in st.running.items()})
+    got = sharing.speeds(st.fabric, {j: r.traffic for j, r in st.running.items()})
     for j, s in got.items():
         st.running[j].speed = s
 
