@@ -8,8 +8,11 @@ case replays a synthetic stream (:func:`sdnmpi.cluster.jobs.synthetic`, seed 1) 
 contiguous-first and random allocation, FCFS scheduling, and the default mix (CG, FT,
 stencil3d, Allreduce, Alltoall; communication share uniform in 0.3..0.7).
 
-For each router it prints the mean, median and p99 slowdown, the makespan, the
-throughput (nominal host-seconds over hosts times makespan), its gain over D-mod-K
+The quick case first checks the model of one job alone against the flow simulator
+(the five patterns with 32 ranks on ``fat_tree(8)``, block and random placement,
+D-mod-K and ours).  For each router it then prints the mean, median and p99
+slowdown, the makespan, the throughput (nominal host-seconds over hosts times
+makespan), its gain over D-mod-K
 (the target is +17.7 %, Domke and Hoefler, SC16), the routing seconds per arrival
 (median and max; CPU seconds of this process, so that other work on the machine does
 not count), and the exact per-pair rules on the busiest switch (peak and
@@ -22,13 +25,20 @@ import argparse
 import time
 from typing import Any
 
-from sdnmpi.cluster import summary
-from sdnmpi.cluster.jobs import Synthetic, describe, synthetic
+import numpy as np
+
+from sdnmpi.cluster import sharing, summary
+from sdnmpi.cluster.jobs import DEFAULT_MIX, Synthetic, describe, synthetic
 from sdnmpi.cluster.replay import ROUTERS, ReplayConfig, replay
+from sdnmpi.core import workloads
 from sdnmpi.core.generators import fat_tree
-from sdnmpi.manager import rebalance
+from sdnmpi.core.placement import Placement
+from sdnmpi.core.routing import Demands, Fabric, route
+from sdnmpi.manager import planning, rebalance
+from sdnmpi.sim import simulate
 
 TARGET = 0.177
+MIX = tuple(e.template for e in DEFAULT_MIX)
 
 
 def run(
@@ -83,6 +93,29 @@ def run(
     print(f"  best throughput gain over D-mod-K {best:+.1%} (target {TARGET:+.1%}): {verdict}")
 
 
+def validate(k: int = 8, nprocs: int = 32, seed: int = 0) -> None:
+    """One job alone: the replay's alone time (per-phase bottlenecks under the job's
+    routes, :func:`sdnmpi.cluster.sharing.job_traffic`) against the flow simulator."""
+    fab = Fabric(fat_tree(k))
+    hosts = [h.name for h in fab.topology.hosts]
+    rng = np.random.default_rng(seed)
+    print(f"alone-job model vs flow simulator, fat_tree({k}), {nprocs} ranks (seed {seed}):")
+    for template in MIX:
+        pattern = workloads.build(template.format(n=nprocs))
+        for place in ("block", "random"):
+            picked = range(nprocs) if place == "block" else rng.choice(len(hosts), nprocs, False)
+            placement = Placement(tuple(hosts[i] for i in sorted(picked)))
+            dem = Demands.from_pattern(fab, pattern, placement).per_host_pair()
+            cells = []
+            for router in ("dmodk", "ours"):
+                routing = route(router, fab, dem)
+                sim_s = simulate(fab, dem, routing).total_s
+                traffic = sharing.job_traffic(fab, dem, planning.pair_routes(fab, dem, routing))
+                cells.append(f"{router} sim {sim_s:8.4f} s model/sim {traffic.alone_s / sim_s:.3f}")
+            name = template.partition(":")[0]
+            print(f"  {name:10} {place:7} " + "   ".join(cells), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--large", action="store_true", help="fat_tree(16), 1024 hosts")
@@ -96,6 +129,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     k, njobs = (16, 60) if args.large else (8, 24)
+    if not args.large:
+        validate()
     for allocation in args.allocation.split(","):
         routers = args.routers.split(",")
         run(k, args.jobs or njobs, args.load, args.seed, allocation, routers, args.rebalance_jobs)
