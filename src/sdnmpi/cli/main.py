@@ -20,6 +20,7 @@ from sdnmpi.cli import (
     evaluate,
     manager,
     pattern,
+    stream,
     topology,
 )
 from sdnmpi.errors import (
@@ -46,6 +47,7 @@ app.add_typer(emu.app, name="emu")
 app.add_typer(controller.app, name="controller")
 app.add_typer(agent.app, name="agent")
 app.add_typer(manager.app, name="manager")
+app.add_typer(stream.app, name="stream")
 app.command("evaluate")(evaluate.evaluate)
 app.command("routers")(evaluate.routers_command)
 app.command("calibrate")(calibrate.calibrate)
