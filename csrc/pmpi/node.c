@@ -80,7 +80,7 @@ static const char *do_register(const struct sdn_config *cfg, const char *path, c
 			       int nprocs, struct peer_info *me)
 {
 	static char why[300];
-	char req[512], line[SDN_AGENT_LINE_MAX], slot[24] = "";
+	char req[512], line[SDN_AGENT_LINE_MAX], extra[48] = "";
 	struct sdn_agent_reply r;
 	int passed = -1;
 
@@ -88,9 +88,13 @@ static const char *do_register(const struct sdn_config *cfg, const char *path, c
 	if (N.fd < 0)
 		return strerror(errno);
 	if (cfg->job_slot)
-		snprintf(slot, sizeof(slot), ",\"job_slot\":%d", cfg->job_slot);
+		snprintf(extra, sizeof(extra), ",\"job_slot\":%d", cfg->job_slot);
+	/* A rank that does not tag (register or bcast mode alone) says so: its agent then
+	 * never scans its sockets (docs/agent-protocol.md). */
+	if (!(cfg->modes & (SDN_MODE_TAG | SDN_MODE_PUSH)))
+		strncat(extra, ",\"tag\":false", sizeof(extra) - strlen(extra) - 1);
 	snprintf(req, sizeof(req), "{\"op\":\"register\",\"job\":\"%s\",\"rank\":%d,\"nprocs\":%d%s}",
-		 job, N.rank, nprocs, slot);
+		 job, N.rank, nprocs, extra);
 	if (sdn_agent_call(N.fd, req, line, sizeof(line), &passed) ||
 	    sdn_agent_parse_reply(line, &r))
 		return "no reply to register";

@@ -43,6 +43,9 @@ class Registration:
     rank: int
     nprocs: int
     ctx_slot: int
+    #: Whether the rank tags its packets (tag or push mode): only then are its
+    #: connections looked for and put in the tagger's map.
+    tag: bool = True
 
 
 @dataclass(frozen=True)
@@ -87,8 +90,11 @@ class AgentCore:
         self.jobs_version = 0
 
     # -- registration ------------------------------------------------------------------
-    def register(self, pid: int, uid: int, job: str, rank: int, nprocs: int) -> Registration:
-        """Register ``pid`` as ``rank`` of ``job``; :class:`AgentError` says why not."""
+    def register(
+        self, pid: int, uid: int, job: str, rank: int, nprocs: int, tag: bool = True
+    ) -> Registration:
+        """Register ``pid`` as ``rank`` of ``job`` (``tag``: it tags its packets);
+        :class:`AgentError` says why not."""
         if not job or len(job) > 64 or not job.isprintable():
             raise AgentError(f"job {job!r}: want 1..64 printable characters")
         if not 1 <= nprocs <= 4096 or not 0 <= rank < nprocs:
@@ -105,7 +111,7 @@ class AgentCore:
                 raise AgentError(f"job {job} has {other.reg.nprocs} ranks, not {nprocs}")
         if not self._free:
             raise AgentError("no free context slot on this host")
-        reg = Registration(pid, uid, job, rank, nprocs, self._free.pop())
+        reg = Registration(pid, uid, job, rank, nprocs, self._free.pop(), tag)
         self._ranks[pid] = _Rank(reg)
         self.jobs_version += 1
         self._job_uid[job] = uid
