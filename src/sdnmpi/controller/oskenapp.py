@@ -140,6 +140,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._counters: dict[int, list[Any]] = {}
         self._counters_done: set[int] = set()
         self._barriers: dict[tuple[int, int], float] = {}
+        #: The last sync's barriers not answered yet, when it started, its flow-mods.
+        self._sync_wait: tuple[set[tuple[int, int]], float, int, int] | None = None
         self.sync = SyncPolicy(self.cfg.quiet_s, self.cfg.hold_s, time.monotonic())
         #: The API's requests and the state they change (job routes, tagged jobs,
         #: measurement jobs), pure: this shim only moves bytes and messages for it.
@@ -339,7 +341,30 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 self._save_jobs()
         self.sync.synced()
         self.api.synced = True
-        self.send(restored + self.planner.sync())
+        t0 = time.monotonic()
+        messages = restored + self.planner.sync()
+        mods = sum(isinstance(m, FlowRule) for m in messages)
+        planned = time.monotonic() - t0
+        keys = self.send(messages)
+        switches = len({k[0] for k in keys})
+        log.info("sync planned in %.3f s, sent in %.3f s", planned, time.monotonic() - t0 - planned)
+        self._sync_wait = (set(keys), t0, mods, switches)
+        self._sync_confirmed()
+
+    def _sync_confirmed(self, key: tuple[int, int] | None = None) -> None:
+        """Log once every barrier of the last sync is answered (``key``: one just was)."""
+        if self._sync_wait is None:
+            return
+        waiting, t0, mods, switches = self._sync_wait
+        if key is not None:
+            waiting.discard(key)
+        if waiting & self._barriers.keys():
+            return
+        self._sync_wait = None
+        log.info(
+            "sync confirmed: %d flow-mods to %d switches in %.3f s",
+            mods, switches, time.monotonic() - t0,
+        )  # fmt: skip
 
     def _save_jobs(self) -> None:
         if self.cfg.job_store is None:
@@ -388,6 +413,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         key = (ev.msg.datapath.id, ev.msg.xid)
         sent = self._barriers.pop(key, None)
         self._confirmed.notify_all()
+        self._sync_confirmed(key)
         if sent is not None:
             log.debug(
                 "switch %#x barrier confirmed in %.1f ms", key[0], (time.monotonic() - sent) * 1e3

@@ -274,6 +274,8 @@ class Planner:
         routes: JobRouteSpec | Routing,
         fabric: Fabric | None = None,
         demands: Demands | None = None,
+        *,
+        sync: bool = True,
     ) -> list[Message]:
         """Install a job's routes at job priority with the job's cookie.
 
@@ -285,7 +287,7 @@ class Planner:
         """
         if job_id in self.jobs:
             raise RoutingError(f"job {job_id} already has routes; remove them first")
-        return self.replace_job(job_id, routes, fabric, demands)
+        return self.replace_job(job_id, routes, fabric, demands, sync=sync)
 
     def replace_job(
         self,
@@ -293,14 +295,19 @@ class Planner:
         routes: JobRouteSpec | Routing,
         fabric: Fabric | None = None,
         demands: Demands | None = None,
+        *,
+        sync: bool = True,
     ) -> list[Message]:
         """Like :meth:`install_job`, but a job that has routes gets the new ones instead
-        (checked first: on error its old routes stay; then the difference is sent)."""
+        (checked first: on error its old routes stay; then the difference is sent).
+        ``sync=False``: nothing is returned, the next :meth:`sync` sends it (restoring
+        several jobs at start-up must not diff the switches against the first alone:
+        that deleted every later job's rules from the switches, then added them back)."""
         layout.job_cookie(job_id)  # range check
         parsed = parse_routes(routes, self.live_topology(), fabric, demands)
         names = routes if isinstance(routes, Mapping) else None
         self.job_routes.replace(job_id, parsed, self.inventory, names)
-        return self.sync()
+        return self.sync() if sync else []
 
     def remove_job(self, job_id: int) -> list[Message]:
         """Delete exactly job ``job_id``'s rules (one delete by cookie per switch)."""
@@ -577,6 +584,9 @@ class Planner:
             want = {r.key: r for r in rules}
             # filter first, then sort: only the changes (the same order as before)
             changed = sorted((r for r in want.values() if have.get(r.key) != r), key=_order)
+            if changed and have and log.isEnabledFor(logging.DEBUG):
+                log.debug("switch %#x: %d rules to send, e.g. %s (held: %s)", dpid, len(changed),
+                          changed[0], have.get(changed[0].key))  # fmt: skip
             adds += changed
             gone = sorted(((k, r) for k, r in have.items() if k not in want), key=_korder)
             deletes += [_delete_strict(r) for _, r in gone]
