@@ -64,10 +64,17 @@ class Inventory:
         self._expected = _model_hosts(model) if model is not None and expect_model_hosts else {}
         #: Bumped on every change that can change the rules.
         self.version = 0
+        self._host_cache: dict[str, HostEntry] | None = None  # :attr:`hosts`, until seen changes
 
     @property
     def hosts(self) -> dict[str, HostEntry]:
-        """Every known host by MAC: seen ones, and expected model hosts not seen yet."""
+        """Every known host by MAC: seen ones, and expected model hosts not seen yet
+        (computed again only after a host was seen or forgotten; do not modify)."""
+        if self._host_cache is None:
+            self._host_cache = self._all_hosts()
+        return self._host_cache
+
+    def _all_hosts(self) -> dict[str, HostEntry]:
         taken = {e.ip for e in self.seen.values() if e.ip is not None}
         out = {
             mac: replace(e, ip=None) if e.ip in taken else e
@@ -127,6 +134,7 @@ class Inventory:
                     "host %s was seen on link port %s: forgotten", mac, (entry.dpid, entry.port)
                 )
                 del self.seen[mac]
+                self._host_cache = None
         if capacity_bps is not None:
             self.capacity[src] = capacity_bps
 
@@ -153,6 +161,7 @@ class Inventory:
         if ip is not None:
             self._release_ip(ip, mac)
         self.seen[mac] = HostEntry(mac, ip, dpid, port, now)
+        self._host_cache = None
         changed = old is None or (old.ip, old.dpid, old.port) != (ip, dpid, port)
         self.version += changed
         return changed
@@ -162,6 +171,7 @@ class Inventory:
             if entry.ip == ip and mac != owner:
                 log.info("IP %s moved from %s to %s", ip, mac, owner)
                 self.seen[mac] = replace(entry, ip=None)
+                self._host_cache = None
 
     # -- the live topology ------------------------------------------------------------
     def live_hosts(self) -> list[HostEntry]:

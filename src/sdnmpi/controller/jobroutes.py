@@ -42,6 +42,8 @@ class JobRoutes:
         self.jobs: dict[int, tuple[Route, ...]] = {}
         self.names: dict[int, dict[tuple[str, str], list[str]]] = {}
         self.version = 0
+        #: Each job's rules and the inventory version they were computed at.
+        self._rules: dict[int, tuple[int, tuple[FlowRule, ...]]] = {}
 
     def replace(
         self,
@@ -62,6 +64,7 @@ class JobRoutes:
                 self.jobs[job_id] = old
             raise
         self.jobs[job_id] = tuple(routes)
+        self._rules.pop(job_id, None)
         self.names.pop(job_id, None)
         if names is not None:
             self.names[job_id] = {pair: list(path) for pair, path in names.items()}
@@ -72,19 +75,35 @@ class JobRoutes:
         if job_id not in self.jobs:
             raise RoutingError(f"job {job_id} has no routes installed")
         del self.jobs[job_id]
+        self._rules.pop(job_id, None)
         self.names.pop(job_id, None)
         self.version += 1
 
     def rules(self, inventory: Inventory) -> list[FlowRule]:
         """Every job's rules, routes over dead links or switches left out."""
         out: list[FlowRule] = []
-        for job_id, routes in sorted(self.jobs.items()):
-            alive = [r for r in routes if route_problem(inventory, r) is None]
-            out += job_rules(job_id, alive)
+        for job_id in sorted(self.jobs):
+            out += self.job_rules(job_id, inventory)
         return out
 
+    def job_rules(self, job_id: int, inventory: Inventory) -> tuple[FlowRule, ...]:
+        """Job ``job_id``'s rules, routes over dead links or switches left out (kept
+        until the job or the inventory changes: a job's arrival costs its own rules)."""
+        cached = self.cached(job_id, inventory.version)
+        if cached is not None:
+            return cached
+        alive = [r for r in self.jobs[job_id] if route_problem(inventory, r) is None]
+        rules = tuple(job_rules(job_id, alive))
+        self._rules[job_id] = (inventory.version, rules)
+        return rules
+
+    def cached(self, job_id: int, version: int) -> tuple[FlowRule, ...] | None:
+        """Job ``job_id``'s rules if they were computed at inventory ``version``."""
+        entry = self._rules.get(job_id)
+        return entry[1] if entry is not None and entry[0] == version else None
+
     def _check(self, job_id: int, parsed: Sequence[Route], inventory: Inventory) -> None:
-        taken = {r.key: j for j, rs in self.jobs.items() for r in rs}
+        taken = {r.key: j for j, rs in self.jobs.items() if j != job_id for r in rs}
         seen: set[PairKey] = set()
         for r in parsed:
             problem = route_problem(inventory, r)

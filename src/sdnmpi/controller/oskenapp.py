@@ -62,6 +62,7 @@ from sdnmpi.controller.ofcodec import (
     counter_row,
     error_text,
     flow_mod,
+    flow_mod_bytes,
     group_mod,
     groups_from_desc,
     packet_out,
@@ -142,6 +143,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._barriers: dict[tuple[int, int], float] = {}
         #: The last sync's barriers not answered yet, when it started, its flow-mods.
         self._sync_wait: tuple[set[tuple[int, int]], float, int, int] | None = None
+        self._sent_s = 0.0  # how long the last confirmed send took to hand over
         self.sync = SyncPolicy(self.cfg.quiet_s, self.cfg.hold_s, time.monotonic())
         #: The API's requests and the state they change (job routes, tagged jobs,
         #: measurement jobs), pure: this shim only moves bytes and messages for it.
@@ -388,24 +390,50 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 self.planner.default_router() or "-",
             )
         barriers: list[tuple[int, int]] = []
+        # A switch's consecutive messages go out as one buffer (OpenFlow is a byte
+        # stream): os-ken hands every send to the switch's sender thread through a
+        # 16-slot queue, a thread switch per message; per buffer it sent 3.5 times
+        # more flow-mods per second.
+        out: list[bytes] = []
+        out_dp: Any = None
         for msg in messages:
             dp = self.datapaths.get(msg.dpid)
+            if dp is not out_dp and out:
+                out_dp.send(b"".join(out))
+                out = []
+            out_dp = dp
             if dp is None:
                 log.warning("switch %#x not connected: dropped %s", msg.dpid, type(msg).__name__)
                 continue
             if isinstance(msg, Barrier):
                 req = dp.ofproto_parser.OFPBarrierRequest(dp)
-                dp.send_msg(req)
+                dp.set_xid(req)
                 self._barriers[(msg.dpid, req.xid)] = time.monotonic()
                 barriers.append((msg.dpid, req.xid))
             elif isinstance(msg, PacketOut):
-                dp.send_msg(packet_out(dp, msg))
+                req = packet_out(dp, msg)
+                dp.set_xid(req)
             else:
-                mod = flow_mod(dp, msg) if isinstance(msg, FlowRule) else group_mod(dp, msg)
-                dp.set_xid(mod)
+                if isinstance(msg, FlowRule):
+                    xid = (dp.xid + 1) & dp.ofproto.MAX_XID  # as Datapath.set_xid
+                    fast = flow_mod_bytes(msg, xid)
+                    if fast is not None:
+                        dp.xid = xid
+                        if watch is not None:
+                            watch.add((msg.dpid, xid))
+                        out.append(fast)
+                        continue
+                req = flow_mod(dp, msg) if isinstance(msg, FlowRule) else group_mod(dp, msg)
+                dp.set_xid(req)
                 if watch is not None:
-                    watch.add((msg.dpid, mod.xid))
-                dp.send_msg(mod)
+                    watch.add((msg.dpid, req.xid))
+            req.serialize()
+            out.append(bytes(req.buf))
+            if len(out) >= SEND_CHUNK:
+                dp.send(b"".join(out))
+                out = []
+        if out and out_dp is not None:
+            out_dp.send(b"".join(out))
         return barriers
 
     @_on(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
@@ -447,6 +475,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         try:
             with self.lock:
                 answer = self.api.handle(line)
+                planned = time.monotonic() - t0
                 if answer.save:
                     self._save_jobs()
                 if answer.undo is not None:
@@ -466,8 +495,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             return {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}
         elapsed = time.monotonic() - t0
         if answer.label:
-            log.info("%s: %d flow-mods, confirmed=%s in %.3f s",
-                     answer.label, answer.flow_mods, confirmed, elapsed)  # fmt: skip
+            log.info("%s: %d flow-mods, confirmed=%s in %.3f s (planned in %.3f s, sent in %.3f s)",
+                     answer.label, answer.flow_mods, confirmed, elapsed, planned,
+                     self._sent_s)  # fmt: skip
         return answer.complete(confirmed, elapsed)
 
     def _read_counters(self, read: CounterRead) -> dict[int, list[tuple[str, str, int]]]:
@@ -526,7 +556,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self, msgs: list[Message], watch: set[tuple[int, int]] | None = None
     ) -> bool:
         """Send and wait (lock held, released while waiting) for the barrier replies."""
+        t0 = time.monotonic()
         keys = self.send(msgs, watch)
+        self._sent_s = time.monotonic() - t0
         if watch is not None:
             self._watched |= watch
         deadline = time.monotonic() + self.cfg.api_timeout_s
@@ -566,6 +598,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         except OSError as exc:
             log.warning("cannot write port statistics to %s: %s", self.cfg.stats_out, exc)
 
+
+#: Messages to one switch sent as one buffer at most.
+SEND_CHUNK = 256
 
 #: Connections the API socket queues before accepting them.  Every node agent connects
 #: when its first rank registers, so a job's start brings one per host at once: with 8,

@@ -142,13 +142,12 @@ def plan_scale(model: Topology, name: str) -> tuple[tuple[BridgeSpec, ...], tupl
     return bridges, tuple(patches)
 
 
-def _bridge_args(b: BridgeSpec, controller: str) -> list[str]:
+def _bridge_args(b: BridgeSpec) -> list[str]:
     return [
         "--", "add-br", b.bridge,
         "--", "set", "bridge", b.bridge, "datapath_type=netdev",
         f"other-config:datapath-id={b.dpid:016x}", "other-config:disable-in-band=true",
         "protocols=OpenFlow13", "fail-mode=secure",
-        "--", "set-controller", b.bridge, controller,
     ]  # fmt: skip
 
 
@@ -206,7 +205,9 @@ def _start_ovs(fab: ScaleFabric) -> None:
 
 
 def add_bridges(fab: ScaleFabric, controller: str) -> None:
-    """Create every bridge (controller target ``controller``), then every patch link."""
+    """Create every bridge and every patch link, then point every bridge at
+    ``controller`` in one transaction (the switches connect together, as a running
+    fabric meets a controller that starts)."""
     by_bridge: dict[str, list[str]] = {b.bridge: [] for b in fab.bridges}
     for p in fab.patches:
         by_bridge[p.a_bridge] += _patch_args(p.a_bridge, p.a, p.b, p.a_port)
@@ -214,7 +215,7 @@ def add_bridges(fab: ScaleFabric, controller: str) -> None:
     for i in range(0, len(fab.bridges), BRIDGES_PER_CALL):
         args: list[str] = []
         for b in fab.bridges[i : i + BRIDGES_PER_CALL]:
-            args += _bridge_args(b, controller)
+            args += _bridge_args(b)
         fab.vsctl(*args[1:])
     # Patch ports after every bridge exists (a peer on a missing bridge is an error
     # until it appears); one transaction per batch of bridges.
@@ -223,6 +224,8 @@ def add_bridges(fab: ScaleFabric, controller: str) -> None:
         args = [a for n in names[i : i + BRIDGES_PER_CALL] for a in by_bridge[n]]
         if args:
             fab.vsctl(*args[1:])
+    targets = [a for b in fab.bridges for a in ("--", "set-controller", b.bridge, controller)]
+    fab.vsctl(*targets[1:])
     log.info(
         "scale fabric %s: %d bridges, %d patch links in namespace %s",
         fab.name, len(fab.bridges), len(fab.patches), fab.netns,
