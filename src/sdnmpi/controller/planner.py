@@ -347,7 +347,8 @@ class Planner:
         then strict deletes; for a removed job one delete by cookie per switch.  ``None``
         when the fast path does not apply (the job's rules would replace another part's)."""
         version, old = before
-        if version[1:] != self._version()[1:] or version[0] != self.inventory.version:
+        now = self._version()
+        if (version[0], *version[2:]) != (now[0], *now[2:]):  # only the jobs changed
             return None
         assert self._desired is not None
         ck = layout.job_cookie(job_id)
