@@ -9,7 +9,7 @@ from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser  # type: ignore[imp
 from os_ken.ofproto.ofproto_protocol import ProtocolDesc  # type: ignore[import-untyped]
 
 from sdnmpi.controller import layout, ofcodec
-from sdnmpi.controller.flows import FlowRule, GroupMod, Match, PacketOut, SetField
+from sdnmpi.controller.flows import FlowRule, GroupMod, Match, Output, PacketOut, SetField
 from sdnmpi.controller.packets import arp_request
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.portstats import PortStats
@@ -167,7 +167,7 @@ def test_route_rules_encode_byte_for_byte_as_os_ken_does():
     planner, rules = _full_planner()
     h1, h3 = "02:00:00:00:00:01", "02:00:00:00:00:03"
     job = FlowRule(1, 0, layout.PRIORITY_JOB, Match(in_port=1, eth_src=h1, eth_dst=h3),
-                   (ofcodec.Output(3), ofcodec.Output(4)), layout.job_cookie(9))  # fmt: skip
+                   (Output(3), Output(4)), layout.job_cookie(9))  # fmt: skip
     strict = FlowRule(1, 0, 100, Match(eth_dst=h3), cookie=5, cookie_mask=layout.FULL_MASK,
                       command="delete_strict")  # fmt: skip
     by_cookie = FlowRule(1, 0, cookie=5, cookie_mask=layout.FULL_MASK, command="delete")
@@ -181,7 +181,7 @@ def test_route_rules_encode_byte_for_byte_as_os_ken_does():
             assert (
                 rule.match.eth_type is not None
                 or rule.match.eth_dst_mask is not None
-                or any(not isinstance(a, ofcodec.Output) for a in rule.actions)
+                or any(not isinstance(a, Output) for a in rule.actions)
             )
             continue
         fast += 1
