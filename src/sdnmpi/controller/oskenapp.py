@@ -49,6 +49,7 @@ from os_ken.topology import event as topo_event  # type: ignore[import-untyped]
 from sdnmpi.controller import layout
 from sdnmpi.controller.api import Answer, ApiHandler, CounterRead
 from sdnmpi.controller.flows import (
+    ETH_TYPE_LLDP,
     OFPP_MAX,
     Barrier,
     FlowRule,
@@ -76,18 +77,23 @@ from sdnmpi.errors import ConfigError, SdnMpiError
 log = logging.getLogger(__name__)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+LLDP_ETHERTYPE = ETH_TYPE_LLDP.to_bytes(2, "big")
 
 
-def _on(ev_cls: Any, dispatchers: Any = None) -> Callable[[_F], _F]:
-    """``set_ev_cls`` with a type (os-ken has no type hints), run under the app's lock."""
+def _on(ev_cls: Any, dispatchers: Any = None, *, locked: bool = True) -> Callable[[_F], _F]:
+    """``set_ev_cls`` with a type (os-ken has no type hints), run under the app's lock
+    (``locked=False``: the handler takes it itself)."""
 
     def wrap(func: _F) -> _F:
+        if not locked:
+            return cast(_F, set_ev_cls(ev_cls, dispatchers)(func))
+
         @functools.wraps(func)
-        def locked(self: SdnMpiApp, ev: Any) -> None:
+        def under_lock(self: SdnMpiApp, ev: Any) -> None:
             with self.lock:
                 func(self, ev)
 
-        return cast(_F, set_ev_cls(ev_cls, dispatchers)(locked))
+        return cast(_F, set_ev_cls(ev_cls, dispatchers)(under_lock))
 
     return wrap
 
@@ -296,15 +302,23 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self.sync.touch(time.monotonic())
 
     # -- packets --------------------------------------------------------------------------
-    @_on(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    @_on(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER, locked=False)
     def _packet_in(self, ev: Any) -> None:
-        if not self.sync.synced_once:
-            return
+        """A packet-in; LLDP frames (os-ken's discovery has them) are dropped before
+        the lock: while a sync plans (fat_tree(16)'s defaults: about 20 s) they queued
+        behind it, filled os-ken's event queue, blocked every switch's receive loop
+        (echo requests unanswered) and switches were disconnected."""
         msg = ev.msg
+        data = bytes(msg.data)
+        if data[12:14] == LLDP_ETHERTYPE or not self.sync.synced_once:
+            return
         in_port = msg.match.get("in_port")
         if in_port is None or not 1 <= in_port <= OFPP_MAX:
             return
-        data = bytes(msg.data)
+        with self.lock:
+            self._packet_in_locked(msg, in_port, data)
+
+    def _packet_in_locked(self, msg: Any, in_port: int, data: bytes) -> None:
         out = self.planner.packet_in(msg.datapath.id, in_port, data, time.time())
         log.debug(
             "packet-in %#x:%d, %d bytes: %d messages",
