@@ -115,12 +115,14 @@ class Inventory:
         self.version += 1
 
     def switch_down(self, dpid: int) -> None:
-        """Switch ``dpid`` disconnected: forget its links (LLDP finds them again)."""
+        """Switch ``dpid`` disconnected: its links stop being live (both ends must be
+        up) but are kept; they come and go only with LLDP's link events.  (Forgetting
+        them here raced with LLDP: os-ken delivers a switch's disconnection and the
+        link events of its reconnection from different threads, so a link found again
+        could arrive first and be forgotten for good; at fat_tree(16) a controller
+        restart lost 5 of 4,096 link directions that way and never completed discovery.)"""
         self.switches_up.discard(dpid)
         self.version += 1
-        for ref, peer in list(self.links.items()):
-            if dpid in (ref[0], peer[0]):
-                del self.links[ref]
 
     def link_up(self, src: PortRef, dst: PortRef, capacity_bps: float | None = None) -> None:
         """LLDP saw ``src`` -> ``dst`` (one direction)."""
