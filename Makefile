@@ -77,7 +77,7 @@ reproduce-ci: $(STAMP) $(PB) csrc
 demo: $(STAMP) $(PB)
 	@scripts/demo.sh
 
-BENCHMARKS := bench_core bench_routing bench_ours bench_sim bench_quality bench_jobbound bench_manager bench_multicast bench_rules bench_stream
+BENCHMARKS := bench_core bench_routing bench_ours bench_sim bench_quality bench_jobbound bench_manager bench_multicast bench_rules bench_stream bench_controller
 
 bench: $(STAMP)
 	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b.py"; $(BIN)/python benchmarks/$$b.py || exit 1; done

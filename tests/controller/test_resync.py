@@ -182,3 +182,23 @@ def test_bad_planner_config_is_rejected():
         PlannerConfig(encoding="dst")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="batch size"):
         PlannerConfig(batch_size=0)
+
+
+def test_a_switch_link_found_again_before_the_disconnection_is_kept():
+    """os-ken delivers a switch's disconnection and LLDP's link events from different
+    threads: the link event of a reconnection can come first.  The link must survive
+    the late disconnection (it is not live while the switch is down, and live again when
+    it is back), else discovery never completes."""
+    from sdnmpi.controller.inventory import Inventory
+
+    inv = Inventory()
+    for dpid in (1, 2):
+        inv.switch_up(dpid)
+    inv.link_up((1, 3), (2, 4))
+    inv.link_up((2, 4), (1, 3))
+    assert inv.duplex_links() == [((1, 3), (2, 4))]
+    inv.link_up((2, 4), (1, 3))  # found again after switch 1 reconnected ...
+    inv.switch_down(1)  # ... and its disconnection delivered late
+    assert inv.duplex_links() == []
+    inv.switch_up(1)
+    assert inv.duplex_links() == [((1, 3), (2, 4))]

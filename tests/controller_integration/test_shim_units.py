@@ -9,7 +9,7 @@ from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser  # type: ignore[imp
 from os_ken.ofproto.ofproto_protocol import ProtocolDesc  # type: ignore[import-untyped]
 
 from sdnmpi.controller import layout, ofcodec
-from sdnmpi.controller.flows import FlowRule, GroupMod, Match, PacketOut, SetField
+from sdnmpi.controller.flows import FlowRule, GroupMod, Match, Output, PacketOut, SetField
 from sdnmpi.controller.packets import arp_request
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.portstats import PortStats
@@ -158,3 +158,32 @@ def test_a_group_the_controller_does_not_make_reads_as_unknown():
     assert ofcodec.groups_from_desc(1, [select, odd]) == {gid: None, gid + 1: None}
     assert ofcodec.error_text(6, 3) == "OFPET_GROUP_MOD_FAILED/OFPGMFC_OUT_OF_GROUPS"
     assert ofcodec.error_text(99, 1) == "type 99/code 1"
+
+
+def test_route_rules_encode_byte_for_byte_as_os_ken_does():
+    """flow_mod_bytes (the shim's fast path) gives exactly os-ken's bytes for every rule
+    it takes, and refuses (None) the others, which os-ken encodes."""
+    dp = _dp()
+    planner, rules = _full_planner()
+    h1, h3 = "02:00:00:00:00:01", "02:00:00:00:00:03"
+    job = FlowRule(1, 0, layout.PRIORITY_JOB, Match(in_port=1, eth_src=h1, eth_dst=h3),
+                   (Output(3), Output(4)), layout.job_cookie(9))  # fmt: skip
+    strict = FlowRule(1, 0, 100, Match(eth_dst=h3), cookie=5, cookie_mask=layout.FULL_MASK,
+                      command="delete_strict")  # fmt: skip
+    by_cookie = FlowRule(1, 0, cookie=5, cookie_mask=layout.FULL_MASK, command="delete")
+    fast = 0
+    for xid, rule in enumerate([*rules, job, strict, by_cookie], 1):
+        mod = ofcodec.flow_mod(dp, rule)
+        mod.set_xid(xid)
+        mod.serialize()
+        got = ofcodec.flow_mod_bytes(rule, xid)
+        if got is None:  # control-plane rules: masks, eth_type, to the controller
+            assert (
+                rule.match.eth_type is not None
+                or rule.match.eth_dst_mask is not None
+                or any(not isinstance(a, Output) for a in rule.actions)
+            )
+            continue
+        fast += 1
+        assert got == bytes(mod.buf), rule
+    assert fast >= len(rules) - 5 * len(planner.inventory.switches_up) + 3

@@ -278,11 +278,12 @@ class ApiHandler:
     # --- the job store ---
     def restore(self, stored: StoredState) -> tuple[list[Message], bool]:
         """Take back the stored jobs before the first sync; (messages, whether the store
-        should be written again: something stored could not be restored)."""
+        should be written again: something stored could not be restored).  The job
+        routes come without messages: the first sync sends what they change."""
         out: list[Message] = []
         for job_id, pairs in sorted(stored.jobs.items()):
             try:
-                out += self.planner.install_job(job_id, pairs)
+                out += self.planner.install_job(job_id, pairs, sync=False)
             except SdnMpiError as exc:
                 log.warning("stored job %d not restored: %s", job_id, exc)
                 continue

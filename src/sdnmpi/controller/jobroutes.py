@@ -63,6 +63,8 @@ class JobRoutes:
         #: Job rules per switch (dpid), as of the last :meth:`rules` or :meth:`replace`.
         self.usage: Counter[int] = Counter()
         self._table: tuple[Sequence[FlowRule], rulecore.DefaultTable] | None = None
+        #: Each job's rules and the inventory version they were computed at.
+        self._rules: dict[int, tuple[int, tuple[FlowRule, ...]]] = {}
 
     def replace(
         self,
@@ -78,12 +80,14 @@ class JobRoutes:
         rules): :class:`RoutingError` and nothing changes."""
         layout.job_cookie(job_id)  # range check
         old = self.jobs.pop(job_id, None)
+        self._rules.pop(job_id, None)
         try:
             self._check(job_id, routes, inventory)
             self.jobs[job_id] = tuple(routes)
             self._check_budget(job_id, inventory, defaults)
         except RoutingError:
             self.jobs.pop(job_id, None)
+            self._rules.pop(job_id, None)
             if old is not None:
                 self.jobs[job_id] = old
             raise
@@ -97,6 +101,7 @@ class JobRoutes:
         if job_id not in self.jobs:
             raise RoutingError(f"job {job_id} has no routes installed")
         del self.jobs[job_id]
+        self._rules.pop(job_id, None)
         self.names.pop(job_id, None)
         self.version += 1
 
@@ -106,6 +111,25 @@ class JobRoutes:
         out = self._encode(inventory, defaults)
         self.usage = Counter(r.dpid for r in out)
         return out
+
+    def job_rules(self, job_id: int, inventory: Inventory) -> tuple[FlowRule, ...]:
+        """Job ``job_id``'s exact rules, routes over dead links or switches left out (kept
+        until the job or the inventory changes: a job's arrival costs its own rules)."""
+        entry = self._rules.get(job_id)
+        if entry is not None and entry[0] == inventory.version:
+            return entry[1]
+        alive = [r for r in self.jobs[job_id] if route_problem(inventory, r) is None]
+        rules = tuple(job_rules(job_id, alive))
+        self._rules[job_id] = (inventory.version, rules)
+        return rules
+
+    def cached(self, job_id: int, version: int) -> tuple[FlowRule, ...] | None:
+        """Job ``job_id``'s rules if they were computed at inventory ``version`` (exact
+        encoding only: aggregated rules depend on every job and the defaults)."""
+        entry = self._rules.get(job_id)
+        if self.mode != "exact" or entry is None or entry[0] != version:
+            return None
+        return entry[1]
 
     def _check_budget(
         self, job_id: int, inventory: Inventory, defaults: Sequence[FlowRule]
@@ -122,12 +146,12 @@ class JobRoutes:
             )
 
     def _encode(self, inventory: Inventory, defaults: Sequence[FlowRule]) -> list[FlowRule]:
+        if self.mode == "exact" or not defaults:
+            return [r for j in sorted(self.jobs) for r in self.job_rules(j, inventory)]
         alive = {
             j: [r for r in routes if route_problem(inventory, r) is None]
             for j, routes in sorted(self.jobs.items())
         }
-        if self.mode == "exact" or not defaults:
-            return [r for j, routes in alive.items() for r in job_rules(j, routes)]
         out: list[FlowRule] = []
         paths = []
         for j, routes in alive.items():
@@ -153,7 +177,7 @@ class JobRoutes:
         return self._table[1]
 
     def _check(self, job_id: int, parsed: Sequence[Route], inventory: Inventory) -> None:
-        taken = {r.key: j for j, rs in self.jobs.items() for r in rs}
+        taken = {r.key: j for j, rs in self.jobs.items() if j != job_id for r in rs}
         seen: set[PairKey] = set()
         for r in parsed:
             problem = route_problem(inventory, r)

@@ -2,7 +2,8 @@
 
 os-ken 4.x has no ``osken-manager``; this is its 30 lines: set the listen
 address (127.0.0.1 unless told otherwise: os-ken's default is every address)
-and port, turn on ``observe-links`` for :mod:`os_ken.topology.switches`, load
+and port, turn on ``observe-links`` for :mod:`os_ken.topology.switches` (its LLDP
+refresh timed for the model's port count: :func:`~sdnmpi.controller.syncpolicy.lldp_timing`), load
 that and :mod:`sdnmpi.controller.oskenapp`, run until SIGTERM or SIGINT, then
 write the port statistics one last time and exit.  os-ken 4.x runs apps on
 native threads (``OSKEN_HUB_TYPE=native``, its default), so the app guards its
@@ -20,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 
 from sdnmpi.controller.oskenapp import AppSettings, SdnMpiApp
+from sdnmpi.controller.syncpolicy import lldp_timing, switch_ports
 from sdnmpi.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -72,12 +74,17 @@ def run(settings: AppSettings, listen: ListenConfig) -> None:
     from os_ken.base import app_manager  # type: ignore[import-untyped]
     from os_ken.controller import controller  # type: ignore[import-untyped]  # noqa: F401
     from os_ken.lib import hub  # type: ignore[import-untyped]
-    from os_ken.topology import switches  # type: ignore[import-untyped]  # noqa: F401
+    from os_ken.topology import switches  # type: ignore[import-untyped]
 
     cfg.CONF(args=[], project="os_ken")
     cfg.CONF.set_override("ofp_listen_host", listen.host)
     cfg.CONF.set_override("ofp_tcp_listen_port", listen.port)
     cfg.CONF.set_override("observe_links", True)
+    timing = lldp_timing(switch_ports(settings.planner.inventory.model))
+    switches.Switches.LLDP_SEND_GUARD = timing.guard_s
+    switches.Switches.LINK_TIMEOUT = timing.timeout_s
+    log.info("LLDP refresh: one frame every %.3f s, links time out after %.1f s",
+             timing.guard_s, timing.timeout_s)  # fmt: skip
     _check_free(listen)
     _check_api_socket(settings.api_socket)
     SdnMpiApp.settings = settings

@@ -49,6 +49,7 @@ from os_ken.topology import event as topo_event  # type: ignore[import-untyped]
 from sdnmpi.controller import layout
 from sdnmpi.controller.api import Answer, ApiHandler, CounterRead
 from sdnmpi.controller.flows import (
+    ETH_TYPE_LLDP,
     OFPP_MAX,
     Barrier,
     FlowRule,
@@ -62,6 +63,7 @@ from sdnmpi.controller.ofcodec import (
     counter_row,
     error_text,
     flow_mod,
+    flow_mod_bytes,
     group_mod,
     groups_from_desc,
     packet_out,
@@ -75,18 +77,23 @@ from sdnmpi.errors import ConfigError, SdnMpiError
 log = logging.getLogger(__name__)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+LLDP_ETHERTYPE = ETH_TYPE_LLDP.to_bytes(2, "big")
 
 
-def _on(ev_cls: Any, dispatchers: Any = None) -> Callable[[_F], _F]:
-    """``set_ev_cls`` with a type (os-ken has no type hints), run under the app's lock."""
+def _on(ev_cls: Any, dispatchers: Any = None, *, locked: bool = True) -> Callable[[_F], _F]:
+    """``set_ev_cls`` with a type (os-ken has no type hints), run under the app's lock
+    (``locked=False``: the handler takes it itself)."""
 
     def wrap(func: _F) -> _F:
+        if not locked:
+            return cast(_F, set_ev_cls(ev_cls, dispatchers)(func))
+
         @functools.wraps(func)
-        def locked(self: SdnMpiApp, ev: Any) -> None:
+        def under_lock(self: SdnMpiApp, ev: Any) -> None:
             with self.lock:
                 func(self, ev)
 
-        return cast(_F, set_ev_cls(ev_cls, dispatchers)(locked))
+        return cast(_F, set_ev_cls(ev_cls, dispatchers)(under_lock))
 
     return wrap
 
@@ -140,6 +147,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._counters: dict[int, list[Any]] = {}
         self._counters_done: set[int] = set()
         self._barriers: dict[tuple[int, int], float] = {}
+        #: The last sync's barriers not answered yet, when it started, its flow-mods.
+        self._sync_wait: tuple[set[tuple[int, int]], float, int, int] | None = None
+        self._sent_s = 0.0  # how long the last confirmed send took to hand over
         self.sync = SyncPolicy(self.cfg.quiet_s, self.cfg.hold_s, time.monotonic())
         #: The API's requests and the state they change (job routes, tagged jobs,
         #: measurement jobs), pure: this shim only moves bytes and messages for it.
@@ -292,15 +302,23 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self.sync.touch(time.monotonic())
 
     # -- packets --------------------------------------------------------------------------
-    @_on(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    @_on(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER, locked=False)
     def _packet_in(self, ev: Any) -> None:
-        if not self.sync.synced_once:
-            return
+        """A packet-in; LLDP frames (os-ken's discovery has them) are dropped before
+        the lock: while a sync plans (fat_tree(16)'s defaults: about 20 s) they queued
+        behind it, filled os-ken's event queue, blocked every switch's receive loop
+        (echo requests unanswered) and switches were disconnected."""
         msg = ev.msg
+        data = bytes(msg.data)
+        if data[12:14] == LLDP_ETHERTYPE or not self.sync.synced_once:
+            return
         in_port = msg.match.get("in_port")
         if in_port is None or not 1 <= in_port <= OFPP_MAX:
             return
-        data = bytes(msg.data)
+        with self.lock:
+            self._packet_in_locked(msg, in_port, data)
+
+    def _packet_in_locked(self, msg: Any, in_port: int, data: bytes) -> None:
         out = self.planner.packet_in(msg.datapath.id, in_port, data, time.time())
         log.debug(
             "packet-in %#x:%d, %d bytes: %d messages",
@@ -339,7 +357,30 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 self._save_jobs()
         self.sync.synced()
         self.api.synced = True
-        self.send(restored + self.planner.sync())
+        t0 = time.monotonic()
+        messages = restored + self.planner.sync()
+        mods = sum(isinstance(m, FlowRule) for m in messages)
+        planned = time.monotonic() - t0
+        keys = self.send(messages)
+        switches = len({k[0] for k in keys})
+        log.info("sync planned in %.3f s, sent in %.3f s", planned, time.monotonic() - t0 - planned)
+        self._sync_wait = (set(keys), t0, mods, switches)
+        self._sync_confirmed()
+
+    def _sync_confirmed(self, key: tuple[int, int] | None = None) -> None:
+        """Log once every barrier of the last sync is answered (``key``: one just was)."""
+        if self._sync_wait is None:
+            return
+        waiting, t0, mods, switches = self._sync_wait
+        if key is not None:
+            waiting.discard(key)
+        if waiting & self._barriers.keys():
+            return
+        self._sync_wait = None
+        log.info(
+            "sync confirmed: %d flow-mods to %d switches in %.3f s",
+            mods, switches, time.monotonic() - t0,
+        )  # fmt: skip
 
     def _save_jobs(self) -> None:
         if self.cfg.job_store is None:
@@ -363,24 +404,47 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 self.planner.default_router() or "-",
             )
         barriers: list[tuple[int, int]] = []
+        # A switch's consecutive messages go out as one buffer (OpenFlow is a byte
+        # stream; up to SEND_CHUNK messages): os-ken hands every send to the switch's
+        # sender thread through a 16-slot queue, a thread switch per message.  Route
+        # rules are encoded without os-ken's message objects (flow_mod_bytes).
+        out: list[bytes] = []
+        out_dp: Any = None
         for msg in messages:
             dp = self.datapaths.get(msg.dpid)
+            if out and (dp is not out_dp or len(out) >= SEND_CHUNK):
+                out_dp.send(b"".join(out))
+                out = []
+            out_dp = dp
             if dp is None:
                 log.warning("switch %#x not connected: dropped %s", msg.dpid, type(msg).__name__)
                 continue
             if isinstance(msg, Barrier):
                 req = dp.ofproto_parser.OFPBarrierRequest(dp)
-                dp.send_msg(req)
+                dp.set_xid(req)
                 self._barriers[(msg.dpid, req.xid)] = time.monotonic()
                 barriers.append((msg.dpid, req.xid))
             elif isinstance(msg, PacketOut):
-                dp.send_msg(packet_out(dp, msg))
+                req = packet_out(dp, msg)
+                dp.set_xid(req)
             else:
-                mod = flow_mod(dp, msg) if isinstance(msg, FlowRule) else group_mod(dp, msg)
-                dp.set_xid(mod)
+                if isinstance(msg, FlowRule):
+                    xid = (dp.xid + 1) & dp.ofproto.MAX_XID  # as Datapath.set_xid
+                    fast = flow_mod_bytes(msg, xid)
+                    if fast is not None:
+                        dp.xid = xid
+                        if watch is not None:
+                            watch.add((msg.dpid, xid))
+                        out.append(fast)
+                        continue
+                req = flow_mod(dp, msg) if isinstance(msg, FlowRule) else group_mod(dp, msg)
+                dp.set_xid(req)
                 if watch is not None:
-                    watch.add((msg.dpid, mod.xid))
-                dp.send_msg(mod)
+                    watch.add((msg.dpid, req.xid))
+            req.serialize()
+            out.append(bytes(req.buf))
+        if out and out_dp is not None:
+            out_dp.send(b"".join(out))
         return barriers
 
     @_on(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
@@ -388,6 +452,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         key = (ev.msg.datapath.id, ev.msg.xid)
         sent = self._barriers.pop(key, None)
         self._confirmed.notify_all()
+        self._sync_confirmed(key)
         if sent is not None:
             log.debug(
                 "switch %#x barrier confirmed in %.1f ms", key[0], (time.monotonic() - sent) * 1e3
@@ -421,6 +486,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         try:
             with self.lock:
                 answer = self.api.handle(line)
+                planned = time.monotonic() - t0
                 if answer.save:
                     self._save_jobs()
                 if answer.undo is not None:
@@ -440,8 +506,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             return {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}
         elapsed = time.monotonic() - t0
         if answer.label:
-            log.info("%s: %d flow-mods, confirmed=%s in %.3f s",
-                     answer.label, answer.flow_mods, confirmed, elapsed)  # fmt: skip
+            log.info("%s: %d flow-mods, confirmed=%s in %.3f s (planned in %.3f s, sent in %.3f s)",
+                     answer.label, answer.flow_mods, confirmed, elapsed, planned,
+                     self._sent_s)  # fmt: skip
         return answer.complete(confirmed, elapsed)
 
     def _read_counters(self, read: CounterRead) -> dict[int, list[tuple[str, str, int]]]:
@@ -500,7 +567,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self, msgs: list[Message], watch: set[tuple[int, int]] | None = None
     ) -> bool:
         """Send and wait (lock held, released while waiting) for the barrier replies."""
+        t0 = time.monotonic()
         keys = self.send(msgs, watch)
+        self._sent_s = time.monotonic() - t0
         if watch is not None:
             self._watched |= watch
         deadline = time.monotonic() + self.cfg.api_timeout_s
@@ -540,6 +609,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         except OSError as exc:
             log.warning("cannot write port statistics to %s: %s", self.cfg.stats_out, exc)
 
+
+#: Messages to one switch sent as one buffer at most.
+SEND_CHUNK = 256
 
 #: Connections the API socket queues before accepting them.  Every node agent connects
 #: when its first rank registers, so a job's start brings one per host at once: with 8,

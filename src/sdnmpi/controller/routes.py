@@ -26,7 +26,6 @@ host delivery rule on that switch already sends ``eth_dst`` to the host port.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -114,11 +113,54 @@ def routes_from_routing(
         key = (arc_src[row[0]], arc_dst[last])
         if key not in best or weight[flow] > weight[best[key]]:
             best[key] = flow
-    topo = fabric.topology
-    arcs = topo.arcs
-    return [
-        route_from_arcs(topo, [arcs[a] for a in rows[flow] if a >= 0]) for flow in best.values()
-    ]
+    convert = _RouteBuilder(fabric.topology)
+    return [convert(rows[flow]) for flow in best.values()]
+
+
+class _RouteBuilder:
+    """Arc-index paths of one topology to :class:`Route` values, fast: per-arc ends,
+    ports and MACs looked up in lists, each :class:`Hop` built once and shared (all-pairs
+    default routes of fat_tree(16) are a million routes over a few thousand distinct
+    hops).  A path that fails a check is handed to :func:`route_from_arcs`, which
+    names what is wrong."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        arcs = topology.arcs
+        self.src = [a.src for a in arcs]
+        self.dst = [a.dst for a in arcs]
+        self.src_port = [a.src_port for a in arcs]
+        self.dst_port = [a.dst_port for a in arcs]
+        self.mac = {h.name: h.mac for h in topology.hosts}
+        self.dpid = {s.name: s.dpid for s in topology.switches}
+        self.hops: dict[tuple[int, int], Hop] = {}
+
+    def __call__(self, row: Sequence[int]) -> Route:
+        path = [a for a in row if a >= 0]
+        hops: list[Hop] = []
+        ok = len(path) >= 2
+        if ok:
+            for into, out in itertools.pairwise(path):
+                hop = self.hops.get((into, out))
+                if hop is None:
+                    node = self.dst[into]
+                    dpid = self.dpid.get(node)
+                    if dpid is None or node != self.src[out]:
+                        ok = False
+                        break
+                    hop = self.hops[(into, out)] = Hop(
+                        dpid, self.dst_port[into], self.src_port[out]
+                    )
+                hops.append(hop)
+        src, dst = (
+            (self.mac.get(self.src[path[0]]), self.mac.get(self.dst[path[-1]]))
+            if ok
+            else (None, None)
+        )
+        if src is None or dst is None:
+            arcs = self.topology.arcs
+            return route_from_arcs(self.topology, [arcs[a] for a in path])  # raises
+        return Route(src, dst, tuple(hops))
 
 
 def _flow_weight(demands: Demands | None, n: int) -> list[float]:
@@ -205,30 +247,36 @@ def _hops_problem(inventory: Inventory, route: Route, where: str) -> str | None:
 
 def default_rules(routes: Iterable[Route], encoding: Encoding = "auto") -> list[FlowRule]:
     """Default-route rules: per destination where the routes agree, per pair elsewhere."""
-    by_dst: dict[tuple[int, str], list[tuple[str, int]]] = {}
+    # (switch, destination) -> out-port -> sources: one dict lookup per hop
+    by_dst: dict[tuple[int, str], dict[int, list[str]]] = {}
     for route in routes:
+        dst, src = route.dst_mac, route.src_mac
         for hop in route.hops[:-1]:
-            by_dst.setdefault((hop.dpid, route.dst_mac), []).append((route.src_mac, hop.out_port))
+            ports = by_dst.get((hop.dpid, dst))
+            if ports is None:
+                ports = by_dst[(hop.dpid, dst)] = {}
+            srcs = ports.get(hop.out_port)
+            if srcs is None:
+                ports[hop.out_port] = [src]
+            else:
+                srcs.append(src)
     ck = layout.cookie("default")
     out: list[FlowRule] = []
-    for (dpid, dst), uses in sorted(by_dst.items()):
-        main = _main_port(uses) if encoding == "auto" else None
+    for (dpid, dst), ports in sorted(by_dst.items()):
+        main = _main_port(ports) if encoding == "auto" else None
         if main is not None:
             match = Match(eth_dst=dst)
             out.append(FlowRule(dpid, 0, layout.PRIORITY_DEFAULT_DST, match, (Output(main),), ck))
-        for src, port in sorted(uses):
-            if port != main:
-                match = Match(eth_src=src, eth_dst=dst)
-                out.append(
-                    FlowRule(dpid, 0, layout.PRIORITY_DEFAULT_PAIR, match, (Output(port),), ck)
-                )
+        others = sorted((src, port) for port, srcs in ports.items() if port != main for src in srcs)
+        for src, port in others:
+            match = Match(eth_src=src, eth_dst=dst)
+            out.append(FlowRule(dpid, 0, layout.PRIORITY_DEFAULT_PAIR, match, (Output(port),), ck))
     return out
 
 
-def _main_port(uses: list[tuple[str, int]]) -> int:
+def _main_port(ports: Mapping[int, list[str]]) -> int:
     """The most used out-port (lowest on ties)."""
-    counts = Counter(port for _, port in uses)
-    return min(counts, key=lambda p: (-counts[p], p))
+    return min(ports, key=lambda p: (-len(ports[p]), p))
 
 
 def job_rules(job_id: int, routes: Iterable[Route]) -> list[FlowRule]:

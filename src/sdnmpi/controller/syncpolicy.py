@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sdnmpi.controller.inventory import Inventory
+from sdnmpi.core.topology import Topology
 
 
 def discovery_complete(inventory: Inventory) -> bool:
@@ -72,3 +73,51 @@ class SyncPolicy:
     def synced(self) -> None:
         """The sync :meth:`due` asked for was made."""
         self.dirty, self.synced_once = False, True
+
+
+@dataclass(frozen=True)
+class LldpTiming:
+    """os-ken's LLDP link refresh (:mod:`os_ken.topology.switches`): one refresh frame
+    every ``guard_s`` (``LLDP_SEND_GUARD``), a link not refreshed for ``timeout_s`` is
+    deleted (``LINK_TIMEOUT``)."""
+
+    guard_s: float
+    timeout_s: float
+
+
+#: os-ken's own values: 20 refresh frames per second, links time out after 10 s.
+OSKEN_GUARD_S = 0.05
+OSKEN_LINK_TIMEOUT_S = 10.0
+#: The fastest refresh allowed: each frame comes back as a packet-in to the controller.
+MIN_GUARD_S = 0.005
+
+
+def lldp_timing(ports: int) -> LldpTiming:
+    """LLDP timing for a fabric of ``ports`` switch ports (0: unknown, os-ken's).
+
+    os-ken refreshes one port per guard, so a round over every port takes
+    ``ports * guard_s``: with its defaults a fabric of more than 200 ports loses every
+    link to the timeout before the round comes back to it (fat_tree(16): 5,120 ports,
+    256 s per round against 10 s), and links flap.  Up to 100 ports os-ken's values
+    hold (a round in 5 s); above, the guard shrinks so a round still takes 5 s, down
+    to :data:`MIN_GUARD_S` (200 frames per second); beyond that the timeout grows to
+    two rounds.
+
+    >>> lldp_timing(16)
+    LldpTiming(guard_s=0.05, timeout_s=10.0)
+    >>> lldp_timing(500)
+    LldpTiming(guard_s=0.01, timeout_s=10.0)
+    >>> lldp_timing(5120)
+    LldpTiming(guard_s=0.005, timeout_s=51.2)
+    """
+    if ports <= 0:
+        return LldpTiming(OSKEN_GUARD_S, OSKEN_LINK_TIMEOUT_S)
+    guard = min(OSKEN_GUARD_S, max(MIN_GUARD_S, 5.0 / ports))
+    return LldpTiming(guard, max(OSKEN_LINK_TIMEOUT_S, round(2 * ports * guard, 3)))
+
+
+def switch_ports(model: Topology | None) -> int:
+    """Switch ports of ``model`` (0 without one): what LLDP refreshes."""
+    if model is None:
+        return 0
+    return sum((not model.is_host(ln.src)) + (not model.is_host(ln.dst)) for ln in model.links)
