@@ -201,3 +201,27 @@ def test_a_refused_replacement_restores_the_jobs_previous_routes() -> None:
     assert reply["ok"] is False and "previous routes restored" in reply["error"]
     assert api.job_pairs == {6: {(a, b): one[f"{a}>{b}"]}}
     assert setup.fabric.snapshot() == before
+
+
+def test_exact_rules_per_switch_stay_counted_through_the_per_job_fast_path() -> None:
+    """Exact rules (the default) are installed and removed by the per-job fast path
+    (only the job's own rules computed; at 320 switches the full difference cost a
+    second per job); the job rules per switch it reports stay what the switches hold."""
+    topo = fat_tree(4)
+    setup = steady(topo)
+    assert setup.planner.fast_jobs
+    jobs = {
+        3: _job(topo, _alltoall(list(range(0, 8))), 1),
+        4: _job(topo, _alltoall([8, 10, 12, 14]), 2),
+    }
+    for job_id, (fabric, demands, routing) in jobs.items():
+        setup.send(setup.planner.install_job(job_id, routing, fabric, demands))
+        held = Counter(r.dpid for r in _job_rules(setup))
+        assert setup.planner.job_routes.usage == held and held
+    for fabric, demands, routing in jobs.values():
+        _check_paths(setup, fabric, demands, routing)
+    setup.send(setup.planner.remove_job(3))
+    held = Counter(r.dpid for r in _job_rules(setup))
+    assert setup.planner.job_routes.usage == held
+    assert not any(r.cookie == layout.job_cookie(3) for r in setup.fabric.rules())
+    _check_paths(setup, *jobs[4])
