@@ -19,10 +19,11 @@ fat-trees.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from sdnmpi.core.routing.candidates import Attachment, attachment
 from sdnmpi.core.routing.model import Demands, Fabric, FloatArray, IntArray, Routing
 from sdnmpi.core.routing.paths import UNREACHABLE, ShortestPaths, host_hops
 from sdnmpi.errors import ConfigError
@@ -68,8 +69,13 @@ def route_variant(
     pairs, _, pair_bytes = demands.host_pairs()
     candidates = ShortestPaths(fabric, max_candidates)
     order = np.argsort(-pair_bytes, kind="stable")
+    att = attachment(fabric)
+    chosen: Mapping[tuple[int, int], Sequence[int]]
     if int(order.size) and _longest_shortest_path(fabric) < _SEQUENTIAL_SUM:
-        chosen = _place_listwise(fabric, pairs, pair_bytes, order, candidates, bottleneck)
+        if att is not None and not bottleneck:
+            chosen = _place_by_leaves(fabric, att, pairs, pair_bytes, order, candidates)
+        else:
+            chosen = _place_listwise(fabric, pairs, pair_bytes, order, candidates, bottleneck)
     else:
         chosen = _place(fabric, pairs, pair_bytes, order, candidates, bottleneck)
     meta = {"max_candidates": max_candidates, "pairs": len(chosen)}
@@ -134,6 +140,80 @@ def _place_listwise(
                 util[a] = load[a] / capacity[a]
             chosen[(int(pairs[i, 0]), int(pairs[i, 1]))] = path
     return chosen
+
+
+def _place_by_leaves(
+    fabric: Fabric,
+    att: Attachment,
+    pairs: IntArray,
+    pair_bytes: IntArray,
+    order: IntArray,
+    candidates: ShortestPaths,
+) -> dict[tuple[int, int], Sequence[int]]:
+    """:func:`_place_listwise` (the ``greedy`` sum variant) on a single-homed fabric,
+    with the candidates unranked once per pair of leaves.
+
+    When every host has one link, a shortest path from host ``s`` to host ``d`` is
+    ``s``'s up arc, a shortest path between their leaves, and ``d``'s down arc, and
+    the enumeration is the same for every host pair of the same two leaves (the
+    choices and counts at every switch are those toward ``d``'s leaf), so the
+    middles are computed once per leaf pair.  Scores are summed in the same order
+    as :func:`_best_listwise` (up arc, middle left to right, down arc), so the same
+    paths are chosen.
+    """
+    n = fabric.nnodes
+    leaf, up, down = att.leaf, att.up_arc, att.down_arc
+    key = leaf[pairs[:, 0]] * n + leaf[pairs[:, 1]]
+    keys, first, of = np.unique(key, return_index=True, return_inverse=True)
+    ptr, arcs = candidates.many(pairs[first, 0], pairs[first, 1])
+    hops = (arcs[ptr[:-1]] >= 0).sum(axis=1).tolist() if keys.size else []
+    rows, starts = arcs[:, 1:-1].tolist(), ptr.tolist()
+    middles: list[list[tuple[int, ...]]] = []
+    for k, h in enumerate(hops):
+        middles.append([tuple(r[: h - 2]) for r in rows[starts[k] : starts[k + 1]]])
+    sums = {h: _middle_sums(h) for h in set(hops)}
+    load = [0.0] * fabric.narcs
+    capacity = fabric.capacity_bps.tolist()
+    util = [0.0] * fabric.narcs
+    src, dst, group = pairs[:, 0].tolist(), pairs[:, 1].tolist(), of.reshape(-1).tolist()
+    ups, downs, byte = up.tolist(), down.tolist(), pair_bytes.tolist()
+    chosen: dict[tuple[int, int], Sequence[int]] = {}
+    for i in order.tolist():
+        s, d, g = src[i], dst[i], group[i]
+        a, z = ups[s], downs[d]
+        mids = middles[g]
+        total = sums[hops[g]](mids, util, util[a], util[z])
+        low = min(total)
+        limit = low + _RTOL * max(1.0, abs(low))
+        j = 0
+        while total[j] > limit:
+            j += 1
+        demand = float(byte[i])
+        path = (a, *mids[j], z)
+        for arc in path:
+            load[arc] += demand
+            util[arc] = load[arc] / capacity[arc]
+        chosen[(s, d)] = path
+    return chosen
+
+
+def _middle_sums(
+    hops: int,
+) -> Callable[[list[tuple[int, ...]], list[float], float, float], list[float]]:
+    """``first + util along each middle + last``, left to right (paths of ``hops`` arcs)."""
+    if hops == 2:
+        return lambda mids, u, x, y: [x + y for _ in mids]
+    if hops == 3:
+        return lambda mids, u, x, y: [x + u[a] + y for (a,) in mids]
+    if hops == 4:
+        return lambda mids, u, x, y: [x + u[a] + u[b] + y for a, b in mids]
+    if hops == 5:
+        return lambda mids, u, x, y: [x + u[a] + u[b] + u[c] + y for a, b, c in mids]
+    if hops == 6:
+        return lambda mids, u, x, y: [x + u[a] + u[b] + u[c] + u[d] + y for a, b, c, d in mids]
+    return lambda mids, u, x, y: [
+        x + u[a] + u[b] + u[c] + u[d] + u[e] + y for a, b, c, d, e in mids
+    ]
 
 
 def _best_listwise(
