@@ -214,3 +214,27 @@ def test_lp_is_below_every_routing(case: tuple[Fabric, Demands]) -> None:
             assert pb.lp_s == pytest.approx(lp.lp_s, rel=1e-6)  # certificate == LP
             assert pb.lp_s <= pb.single_path_s * (1 + 1e-9)
             assert pb.single_path_s <= u * (1 + 1e-6)  # a single-path routing
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: fat_tree(4), lambda: fat_tree(8), lambda: leaf_spine(3, 5, 2)],
+    ids=["fat_tree4", "fat_tree8", "leaf_spine"],
+)
+def test_uniform_split_from_fractions_equals_the_direct_split(make) -> None:
+    # The even split from the fractions kept per topology (leaf pairs times arcs)
+    # equals the one computed from the flows, up to rounding, on random leaf phases
+    # (repeated pairs, sources equal to targets, one flow).
+    from sdnmpi.core.routing.bound import _Context
+
+    ctx = _Context(Fabric(make()))
+    sw = ctx.switches
+    assert sw.leaves is not None and sw._fractions() is not None
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 7, 50, 400):
+        s = rng.choice(sw.leaves, n)
+        t = rng.choice(sw.leaves, n)
+        b = rng.integers(1, 10**7, n)
+        fast, slow = sw.uniform_split(s, t, b), sw.uniform_split_direct(s, t, b)
+        assert fast == pytest.approx(slow, rel=1e-12, abs=0.0)
+        assert slow > 0 or (s == t).all()
