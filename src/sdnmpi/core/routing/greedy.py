@@ -19,7 +19,7 @@ fat-trees.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -66,16 +66,16 @@ def route_variant(
     if name not in VARIANTS:
         raise ConfigError(f"unknown greedy variant {name!r}; known: {', '.join(VARIANTS)}")
     bottleneck = name == "greedy_bottleneck"
-    pairs, _, pair_bytes = demands.host_pairs()
+    pairs, flow_pair, pair_bytes = demands.host_pairs()
     candidates = ShortestPaths(fabric, max_candidates)
     order = np.argsort(-pair_bytes, kind="stable")
     att = attachment(fabric)
-    chosen: Mapping[tuple[int, int], Sequence[int]]
     if int(order.size) and _longest_shortest_path(fabric) < _SEQUENTIAL_SUM:
         if att is not None and not bottleneck:
-            chosen = _place_by_leaves(fabric, att, pairs, pair_bytes, order, candidates)
-        else:
-            chosen = _place_listwise(fabric, pairs, pair_bytes, order, candidates, bottleneck)
+            table = _place_by_leaves(fabric, att, pairs, pair_bytes, order, candidates)
+            meta = {"max_candidates": max_candidates, "pairs": int(table.shape[0])}
+            return Routing.from_pair_table(name, flow_pair, table, meta)
+        chosen = _place_listwise(fabric, pairs, pair_bytes, order, candidates, bottleneck)
     else:
         chosen = _place(fabric, pairs, pair_bytes, order, candidates, bottleneck)
     meta = {"max_candidates": max_candidates, "pairs": len(chosen)}
@@ -149,9 +149,10 @@ def _place_by_leaves(
     pair_bytes: IntArray,
     order: IntArray,
     candidates: ShortestPaths,
-) -> dict[tuple[int, int], Sequence[int]]:
+) -> IntArray:
     """:func:`_place_listwise` (the ``greedy`` sum variant) on a single-homed fabric,
-    with the candidates unranked once per pair of leaves.
+    with the candidates unranked once per pair of leaves; returns each pair's path
+    as a row of arcs (padded with -1).
 
     When every host has one link, a shortest path from host ``s`` to host ``d`` is
     ``s``'s up arc, a shortest path between their leaves, and ``d``'s down arc, and
@@ -165,6 +166,7 @@ def _place_by_leaves(
     leaf, up, down = att.leaf, att.up_arc, att.down_arc
     key = leaf[pairs[:, 0]] * n + leaf[pairs[:, 1]]
     keys, first, of = np.unique(key, return_index=True, return_inverse=True)
+    of = of.reshape(-1)
     ptr, arcs = candidates.many(pairs[first, 0], pairs[first, 1])
     hops = (arcs[ptr[:-1]] >= 0).sum(axis=1).tolist() if keys.size else []
     rows, starts = arcs[:, 1:-1].tolist(), ptr.tolist()
@@ -175,12 +177,12 @@ def _place_by_leaves(
     load = [0.0] * fabric.narcs
     capacity = fabric.capacity_bps.tolist()
     util = [0.0] * fabric.narcs
-    src, dst, group = pairs[:, 0].tolist(), pairs[:, 1].tolist(), of.reshape(-1).tolist()
+    src, dst, group = pairs[:, 0].tolist(), pairs[:, 1].tolist(), of.tolist()
     ups, downs, byte = up.tolist(), down.tolist(), pair_bytes.tolist()
-    chosen: dict[tuple[int, int], Sequence[int]] = {}
+    pick = [0] * len(src)
     for i in order.tolist():
-        s, d, g = src[i], dst[i], group[i]
-        a, z = ups[s], downs[d]
+        g = group[i]
+        a, z = ups[src[i]], downs[dst[i]]
         mids = middles[g]
         total = sums[hops[g]](mids, util, util[a], util[z])
         low = min(total)
@@ -188,13 +190,18 @@ def _place_by_leaves(
         j = 0
         while total[j] > limit:
             j += 1
+        pick[i] = j
         demand = float(byte[i])
-        path = (a, *mids[j], z)
-        for arc in path:
+        for arc in (a, *mids[j], z):
             load[arc] += demand
             util[arc] = load[arc] / capacity[arc]
-        chosen[(s, d)] = path
-    return chosen
+    table = arcs[ptr[of] + np.asarray(pick, dtype=np.int64)] if len(src) else arcs[:0]
+    table = np.array(table, dtype=np.int64)
+    length = np.asarray(hops, dtype=np.int64)[of]
+    table[:, 0] = up[pairs[:, 0]]
+    table[np.arange(len(src)), length - 1] = down[pairs[:, 1]]
+    out: IntArray = table
+    return out
 
 
 def _middle_sums(
