@@ -214,3 +214,65 @@ def test_lp_is_below_every_routing(case: tuple[Fabric, Demands]) -> None:
             assert pb.lp_s == pytest.approx(lp.lp_s, rel=1e-6)  # certificate == LP
             assert pb.lp_s <= pb.single_path_s * (1 + 1e-9)
             assert pb.single_path_s <= u * (1 + 1e-6)  # a single-path routing
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: fat_tree(4), lambda: fat_tree(8), lambda: leaf_spine(3, 5, 2)],
+    ids=["fat_tree4", "fat_tree8", "leaf_spine"],
+)
+def test_uniform_split_from_fractions_equals_the_direct_split(make) -> None:
+    # The even split from the fractions kept per topology (leaf pairs times arcs)
+    # equals the one computed from the flows, up to rounding, on random leaf phases
+    # (repeated pairs, sources equal to targets, one flow).
+    from sdnmpi.core.routing.bound import _Context
+
+    ctx = _Context(Fabric(make()))
+    sw = ctx.switches
+    assert sw.leaves is not None and sw._fractions() is not None
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 7, 50, 400):
+        s = rng.choice(sw.leaves, n)
+        t = rng.choice(sw.leaves, n)
+        b = rng.integers(1, 10**7, n)
+        fast, slow = sw.uniform_split(s, t, b), sw.uniform_split_direct(s, t, b)
+        assert fast == pytest.approx(slow, rel=1e-12, abs=0.0)
+        assert slow > 0 or (s == t).all()
+
+
+def _pigeonhole_by_sorting(cross, b, m, cap_max) -> float:
+    # the sort-based pigeonhole bound, as it was before the equal-jobs shortcut
+    jobs = -np.sort(-np.where(cross, b.astype(np.float64), 0.0), axis=1)
+    prefix = np.concatenate([np.zeros((jobs.shape[0], 1)), np.cumsum(jobs, axis=1)], axis=1)
+    njobs = cross.sum(axis=1)
+    jmax = int(((njobs - 1) // m).max(initial=0))
+    j = np.arange(jmax + 1)[None, :]
+    hi = np.minimum(j * m[:, None] + 1, njobs[:, None])
+    lo = np.maximum(hi - j - 1, 0)
+    ok = j * m[:, None] + 1 <= njobs[:, None]
+    rows = np.arange(jobs.shape[0])[:, None]
+    share = np.where(ok, prefix[rows, hi] - prefix[rows, lo], 0.0)
+    return float((8.0 * share.max(axis=1) / cap_max).max(initial=0.0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.integers(1, 6),
+    jobs=st.integers(1, 40),
+    size=st.sampled_from([1, 3, 65536, 7 * 2**30]),
+    equal=st.booleans(),
+    seed=st.integers(0, 2**31),
+)
+def test_pigeonhole_with_equal_jobs_is_the_sorted_one(rows, jobs, size, equal, seed) -> None:
+    # Jobs all of one whole size take a shortcut (no sort); it gives the same value,
+    # to the bit, as sorting (and other jobs still sort).
+    from sdnmpi.core.routing.cuts import _pigeonhole
+
+    rng = np.random.default_rng(seed)
+    cross = rng.random((rows, jobs)) < 0.6
+    b = np.full(jobs, size, dtype=np.int64)
+    if not equal:
+        b = b + rng.integers(0, 3, jobs)
+    m = rng.integers(1, 5, rows)
+    cap = rng.choice([1e9, 1e10, 4e10], rows)
+    assert _pigeonhole(cross, b, m, cap) == _pigeonhole_by_sorting(cross, b, m, cap)

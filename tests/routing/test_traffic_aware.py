@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from sdnmpi.core.generators import fat_tree, leaf_spine
-from sdnmpi.core.routing import Fabric, paths, route, validate
+from sdnmpi.core.routing import Fabric, Routing, paths, route, validate
 from sdnmpi.core.routing import allreduce as allreduce_module
 from sdnmpi.core.routing.greedy import _best
 from sdnmpi.core.topology import Host, Link, Switch, Topology
@@ -167,3 +167,79 @@ def test_listwise_greedy_chooses_the_numpy_paths(variant: str, spec, placement, 
     slow = g._place(f, pairs, pair_bytes, order, paths.ShortestPaths(f, 7), bottleneck)
     assert fast == slow
     assert route(variant, f, d).arcs.shape[0] == len(d)
+
+
+@pytest.mark.parametrize("cap", [7, 32])
+@pytest.mark.parametrize(
+    ("topo_name", "spec", "placement", "per_host"),
+    [
+        ("fat_tree(8)", "alltoall:nprocs=128,bytes=65536", "block", 1),
+        ("fat_tree(8)", "ft:nprocs=64", "random", 4),
+        ("fat_tree(8)", "cg:nprocs=32", "random", 2),
+        ("fat_tree(4)", "stencil3d:nprocs=16", "cyclic", 1),
+        ("leaf_spine", "alltoall:nprocs=18,bytes=1000", "random", 1),
+    ],
+)
+def test_greedy_by_leaves_chooses_the_listwise_paths(
+    cap: int, topo_name: str, spec: str, placement: str, per_host: int
+) -> None:
+    # Candidates unranked once per leaf pair (single-homed hosts) give the same path
+    # for every pair as candidates unranked per host pair.
+    from sdnmpi import catalog
+    from sdnmpi.core.routing import Demands
+    from sdnmpi.core.routing import greedy as g
+    from sdnmpi.core.routing.candidates import attachment
+
+    topo = {
+        "fat_tree(8)": lambda: fat_tree(8),
+        "fat_tree(4)": lambda: fat_tree(4),
+        "leaf_spine": lambda: leaf_spine(4, 3, 6),
+    }[topo_name]()
+    pattern = catalog.load_pattern(spec)
+    place = catalog.resolve_placement(pattern, topo, placement, ranks_per_host=per_host, seed=3)
+    f = Fabric(topo)
+    d = Demands.from_pattern(f, pattern, place)
+    pairs, _, pair_bytes = d.host_pairs()
+    order = np.argsort(-pair_bytes, kind="stable")
+    att = attachment(f)
+    assert att is not None
+    fast = g._place_by_leaves(f, att, pairs, pair_bytes, order, paths.ShortestPaths(f, cap))
+    slow = g._place_listwise(f, pairs, pair_bytes, order, paths.ShortestPaths(f, cap), False)
+    assert _rows(pairs, fast) == slow
+    assert (
+        g.route_variant("greedy", f, d, max_candidates=cap).arcs.tolist()
+        == Routing.from_pair_paths("g", d, slow).arcs.tolist()
+    )
+
+
+def test_greedy_by_leaves_on_random_demands() -> None:
+    # Random pairs and byte counts (many ties and near-ties) on a fat-tree and a
+    # leaf-spine: the same choices as the listwise placement.
+    from sdnmpi.core.routing import greedy as g
+    from sdnmpi.core.routing.candidates import attachment
+
+    rng = np.random.default_rng(7)
+    for topo in (fat_tree(4), fat_tree(6), leaf_spine(3, 4, 5)):
+        f = Fabric(topo)
+        att = attachment(f)
+        assert att is not None
+        for _ in range(5):
+            n = int(rng.integers(1, 300))
+            src = rng.integers(0, f.nhosts, n)
+            dst = (src + rng.integers(1, f.nhosts, n)) % f.nhosts
+            key = np.unique(src * f.nhosts + dst)
+            pairs = np.stack([key // f.nhosts, key % f.nhosts], axis=1)
+            pair_bytes = rng.choice([1, 3, 1000, 65536, 7777777], pairs.shape[0])
+            order = np.argsort(-pair_bytes, kind="stable")
+            cand = paths.ShortestPaths(f, 5)
+            fast = g._place_by_leaves(f, att, pairs, pair_bytes, order, cand)
+            slow = g._place_listwise(f, pairs, pair_bytes, order, cand, False)
+            assert _rows(pairs, fast) == slow
+
+
+def _rows(pairs: np.ndarray, table: np.ndarray) -> dict[tuple[int, int], list[int]]:
+    assert table.shape[0] == pairs.shape[0]
+    return {
+        (int(s), int(d)): [a for a in row if a >= 0]
+        for (s, d), row in zip(pairs, table.tolist(), strict=True)
+    }

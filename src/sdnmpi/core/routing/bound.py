@@ -73,6 +73,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix, csr_matrix
+from scipy.sparse import vstack as sparse_vstack
 from scipy.sparse.csgraph import dijkstra, shortest_path
 
 from sdnmpi.core.routing import multicast_bound as mb
@@ -85,6 +86,7 @@ from sdnmpi.core.routing.candidates import (
 from sdnmpi.core.routing.cuts import DENSE_CELLS as _DENSE_CELLS
 from sdnmpi.core.routing.cuts import Cuts, tree_cuts, widest
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
+from sdnmpi.core.routing.paths import memo
 from sdnmpi.core.routing.replication import first_use
 from sdnmpi.errors import RoutingError
 
@@ -96,6 +98,9 @@ Bytes = IntArray | FloatArray
 
 #: LPs with more variables than this are solved by interior point, not simplex.
 _IPM_VARS = 4000
+#: Leaf pairs times switch arcs above which the even split is computed per call, not
+#: from fractions kept per topology (fat_tree(16): 67 million).
+_FRACTION_CELLS = 200_000_000
 
 
 # -- the metric ------------------------------------------------------------------------
@@ -387,7 +392,8 @@ class _Context:
     @cached_property
     def switches(self) -> _SwitchGraph:
         """The switch-only graph (single-homed fabrics)."""
-        return _SwitchGraph(self.fabric)
+        leaves = None if self.att is None else np.unique(self.att.leaf) - self.fabric.nhosts
+        return _SwitchGraph(self.fabric, leaves)
 
     @cached_property
     def cuts(self) -> Cuts:
@@ -427,8 +433,11 @@ class _Context:
 class _SwitchGraph:
     """Switches and the arcs between them, with hop distances toward every switch."""
 
-    def __init__(self, fabric: Fabric) -> None:
+    def __init__(self, fabric: Fabric, leaves: IntArray | None = None) -> None:
         nh = fabric.nhosts
+        self.fabric = fabric
+        #: the leaf switches (switch numbering), when hosts are single-homed
+        self.leaves = leaves
         self.n = fabric.nnodes - nh
         sw = (fabric.arc_src >= nh) & (fabric.arc_dst >= nh)
         self.a_src = (fabric.arc_src[sw] - nh).astype(np.int64)
@@ -445,7 +454,63 @@ class _SwitchGraph:
         A feasible fractional routing, hence an upper bound on ``lambda``; on
         fat-trees and leaf-spines it meets the cut bound (the flow leaving a
         subtree spreads evenly over the subtree's up arcs).
+
+        Between leaves (``s`` and ``t`` all leaf switches, as the bounds call it)
+        it is the bytes of each leaf pair times that pair's fractions on the arcs
+        (:meth:`_fractions`, once per topology), equal to
+        :meth:`uniform_split_direct` up to rounding.
         """
+        frac = self._fractions()
+        if frac is not None:
+            matrix, pos = frac
+            ps, pt = pos[s], pos[t]
+            if s.size and bool((ps >= 0).all() and (pt >= 0).all()):
+                nl = int(pos.max()) + 1
+                w = np.bincount(pt * nl + ps, weights=b.astype(np.float64), minlength=nl * nl)
+                rows = np.flatnonzero(w)
+                load = matrix[rows].T @ w[rows]
+                return float((np.asarray(load) * self.weight).max(initial=0.0))
+        return self.uniform_split_direct(s, t, b)
+
+    def _fractions(self) -> tuple[csr_matrix, IntArray] | None:
+        """The even split's fraction of each leaf pair's flow on each arc: a matrix
+        with row ``target * leaves + source`` (leaf positions), and each switch's
+        leaf position (-1 for others); ``None`` when too large to keep."""
+        leaves = self.leaves
+        if leaves is None or leaves.size**2 * self.a_src.size > _FRACTION_CELLS:
+            return None
+        return memo(self.fabric, "uniform-split-fractions", lambda: self._build_fractions(leaves))
+
+    def _build_fractions(self, leaves: IntArray) -> tuple[csr_matrix, IntArray]:
+        n, nl, narcs = self.n, leaves.size, self.a_src.size
+        pos = np.full(n, -1, dtype=np.int64)
+        pos[leaves] = np.arange(nl)
+        blocks = []
+        for t in leaves.tolist():
+            dist = self.hops[t]
+            d_src, d_dst = dist[self.a_src], dist[self.a_dst]
+            on = (d_dst >= 0) & (d_dst == d_src - 1)
+            deg = np.maximum(np.bincount(self.a_src[on], minlength=n), 1)
+            flow = np.zeros((nl, n))
+            flow[np.arange(nl), leaves] = 1.0
+            frac = np.zeros((nl, narcs))
+            for d in range(int(dist.max(initial=0)), 0, -1):
+                act = np.flatnonzero(on & (d_src == d))
+                if not act.size:
+                    continue
+                tail = self.a_src[act]
+                share = flow[:, tail] / deg[tail]
+                frac[:, act] = share
+                heads = csr_matrix(
+                    (np.ones(act.size), (np.arange(act.size), self.a_dst[act])),
+                    shape=(act.size, n),
+                )
+                flow += np.asarray((heads.T @ share.T).T)
+            blocks.append(csr_matrix(frac))
+        return sparse_vstack(blocks, format="csr"), pos
+
+    def uniform_split_direct(self, s: IntArray, t: IntArray, b: IntArray) -> float:
+        """:meth:`uniform_split` computed from the flows, any ``s`` and ``t``."""
         targets, k_of = np.unique(t, return_inverse=True)
         n, nk = self.n, targets.size
         dist = self.hops[targets]  # (k, node)

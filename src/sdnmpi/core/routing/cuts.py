@@ -134,9 +134,14 @@ def _pigeonhole(cross: BoolArray, b: Bytes, m: IntArray, cap_max: FloatArray) ->
     ``m`` arcs, so that arc carries at least the ``j + 1`` smallest of them."""
     if not cross.size:
         return 0.0
-    jobs = -np.sort(-np.where(cross, b.astype(np.float64), 0.0), axis=1)
-    prefix = np.concatenate([np.zeros((jobs.shape[0], 1)), np.cumsum(jobs, axis=1)], axis=1)
+    bf = np.broadcast_to(np.asarray(b, dtype=np.float64), cross.shape[1:])
     njobs = cross.sum(axis=1)
+    if _equal_integers(bf):
+        # every job the same whole number of bytes, all sums exact: the j + 1
+        # smallest of the largest are j + 1 times it (what the sort below gives)
+        return _pigeonhole_equal(float(bf[0]), njobs, m, cap_max)
+    jobs = -np.sort(-np.where(cross, bf, 0.0), axis=1)
+    prefix = np.concatenate([np.zeros((jobs.shape[0], 1)), np.cumsum(jobs, axis=1)], axis=1)
     jmax = int(((njobs - 1) // m).max(initial=0))
     j = np.arange(jmax + 1)[None, :]
     hi = np.minimum(j * m[:, None] + 1, njobs[:, None])
@@ -144,6 +149,25 @@ def _pigeonhole(cross: BoolArray, b: Bytes, m: IntArray, cap_max: FloatArray) ->
     ok = j * m[:, None] + 1 <= njobs[:, None]
     rows = np.arange(jobs.shape[0])[:, None]
     share = np.where(ok, prefix[rows, hi] - prefix[rows, lo], 0.0)
+    return float((8.0 * share.max(axis=1) / cap_max).max(initial=0.0))
+
+
+def _equal_integers(b: FloatArray) -> bool:
+    """All of ``b`` one whole number, small enough that every sum of them is exact."""
+    if not b.size:
+        return False
+    first = float(b[0])
+    return first.is_integer() and 0 <= first * b.size < 2.0**53 and bool((b == first).all())
+
+
+def _pigeonhole_equal(size: float, njobs: IntArray, m: IntArray, cap_max: FloatArray) -> float:
+    """:func:`_pigeonhole` when every job is ``size`` bytes (a whole number)."""
+    jmax = int(((njobs - 1) // m).max(initial=0))
+    j = np.arange(jmax + 1)[None, :]
+    hi = np.minimum(j * m[:, None] + 1, njobs[:, None])
+    lo = np.maximum(hi - j - 1, 0)
+    ok = j * m[:, None] + 1 <= njobs[:, None]
+    share = np.where(ok, (hi - lo) * size, 0.0)
     return float((8.0 * share.max(axis=1) / cap_max).max(initial=0.0))
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from sdnmpi.core.routing.candidates import Attachment, attachment
 from sdnmpi.core.routing.model import Demands, Fabric, FloatArray, IntArray, Routing
 from sdnmpi.core.routing.paths import UNREACHABLE, ShortestPaths, host_hops
 from sdnmpi.errors import ConfigError
@@ -65,10 +66,15 @@ def route_variant(
     if name not in VARIANTS:
         raise ConfigError(f"unknown greedy variant {name!r}; known: {', '.join(VARIANTS)}")
     bottleneck = name == "greedy_bottleneck"
-    pairs, _, pair_bytes = demands.host_pairs()
+    pairs, flow_pair, pair_bytes = demands.host_pairs()
     candidates = ShortestPaths(fabric, max_candidates)
     order = np.argsort(-pair_bytes, kind="stable")
+    att = attachment(fabric)
     if int(order.size) and _longest_shortest_path(fabric) < _SEQUENTIAL_SUM:
+        if att is not None and not bottleneck:
+            table = _place_by_leaves(fabric, att, pairs, pair_bytes, order, candidates)
+            meta = {"max_candidates": max_candidates, "pairs": int(table.shape[0])}
+            return Routing.from_pair_table(name, flow_pair, table, meta)
         chosen = _place_listwise(fabric, pairs, pair_bytes, order, candidates, bottleneck)
     else:
         chosen = _place(fabric, pairs, pair_bytes, order, candidates, bottleneck)
@@ -134,6 +140,87 @@ def _place_listwise(
                 util[a] = load[a] / capacity[a]
             chosen[(int(pairs[i, 0]), int(pairs[i, 1]))] = path
     return chosen
+
+
+def _place_by_leaves(
+    fabric: Fabric,
+    att: Attachment,
+    pairs: IntArray,
+    pair_bytes: IntArray,
+    order: IntArray,
+    candidates: ShortestPaths,
+) -> IntArray:
+    """:func:`_place_listwise` (the ``greedy`` sum variant) on a single-homed fabric,
+    with the candidates unranked once per pair of leaves; returns each pair's path
+    as a row of arcs (padded with -1).
+
+    When every host has one link, a shortest path from host ``s`` to host ``d`` is
+    ``s``'s up arc, a shortest path between their leaves, and ``d``'s down arc, and
+    the enumeration is the same for every host pair of the same two leaves (the
+    choices and counts at every switch are those toward ``d``'s leaf), so the
+    middles are computed once per leaf pair.  Scores are summed in the same order
+    as :func:`_best_listwise` (up arc, middle left to right, down arc), so the same
+    paths are chosen.
+    """
+    n = fabric.nnodes
+    leaf, up, down = att.leaf, att.up_arc, att.down_arc
+    key = leaf[pairs[:, 0]] * n + leaf[pairs[:, 1]]
+    keys, first, of = np.unique(key, return_index=True, return_inverse=True)
+    of = of.reshape(-1)
+    ptr, arcs = candidates.many(pairs[first, 0], pairs[first, 1])
+    hops = (arcs[ptr[:-1]] >= 0).sum(axis=1).tolist() if keys.size else []
+    rows, starts = arcs[:, 1:-1].tolist(), ptr.tolist()
+    middles: list[list[tuple[int, ...]]] = []
+    for k, h in enumerate(hops):
+        middles.append([tuple(r[: h - 2]) for r in rows[starts[k] : starts[k + 1]]])
+    sums = {h: _middle_sums(h) for h in set(hops)}
+    load = [0.0] * fabric.narcs
+    capacity = fabric.capacity_bps.tolist()
+    util = [0.0] * fabric.narcs
+    src, dst, group = pairs[:, 0].tolist(), pairs[:, 1].tolist(), of.tolist()
+    ups, downs, byte = up.tolist(), down.tolist(), pair_bytes.tolist()
+    pick = [0] * len(src)
+    for i in order.tolist():
+        g = group[i]
+        a, z = ups[src[i]], downs[dst[i]]
+        mids = middles[g]
+        total = sums[hops[g]](mids, util, util[a], util[z])
+        low = min(total)
+        limit = low + _RTOL * max(1.0, abs(low))
+        j = 0
+        while total[j] > limit:
+            j += 1
+        pick[i] = j
+        demand = float(byte[i])
+        for arc in (a, *mids[j], z):
+            load[arc] += demand
+            util[arc] = load[arc] / capacity[arc]
+    table = arcs[ptr[of] + np.asarray(pick, dtype=np.int64)] if len(src) else arcs[:0]
+    table = np.array(table, dtype=np.int64)
+    length = np.asarray(hops, dtype=np.int64)[of]
+    table[:, 0] = up[pairs[:, 0]]
+    table[np.arange(len(src)), length - 1] = down[pairs[:, 1]]
+    out: IntArray = table
+    return out
+
+
+def _middle_sums(
+    hops: int,
+) -> Callable[[list[tuple[int, ...]], list[float], float, float], list[float]]:
+    """``first + util along each middle + last``, left to right (paths of ``hops`` arcs)."""
+    if hops == 2:
+        return lambda mids, u, x, y: [x + y for _ in mids]
+    if hops == 3:
+        return lambda mids, u, x, y: [x + u[a] + y for (a,) in mids]
+    if hops == 4:
+        return lambda mids, u, x, y: [x + u[a] + u[b] + y for a, b in mids]
+    if hops == 5:
+        return lambda mids, u, x, y: [x + u[a] + u[b] + u[c] + y for a, b, c in mids]
+    if hops == 6:
+        return lambda mids, u, x, y: [x + u[a] + u[b] + u[c] + u[d] + y for a, b, c, d in mids]
+    return lambda mids, u, x, y: [
+        x + u[a] + u[b] + u[c] + u[d] + u[e] + y for a, b, c, d, e in mids
+    ]
 
 
 def _best_listwise(

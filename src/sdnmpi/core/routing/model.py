@@ -435,7 +435,19 @@ class Routing:
         pairs, flow_pair, _ = demands.host_pairs()
         rows = [pair_paths[(int(s), int(d))] for s, d in pairs] if len(demands) else []
         table = cls.from_paths(router, rows).arcs
-        arcs = table[flow_pair] if len(demands) else np.zeros((0, 0), np.int64)
+        return cls.from_pair_table(router, flow_pair, table, meta)
+
+    @classmethod
+    def from_pair_table(
+        cls,
+        router: str,
+        flow_pair: IntArray,
+        table: IntArray,
+        meta: Mapping[str, object] | None = None,
+    ) -> Routing:
+        """Give flow ``i`` row ``flow_pair[i]`` of ``table`` (a path per host pair of
+        :meth:`Demands.host_pairs`, arcs padded with -1)."""
+        arcs = table[flow_pair] if flow_pair.size else np.zeros((0, 0), np.int64)
         return cls(router, _ro(arcs), dict(meta or {}))
 
 
