@@ -238,29 +238,37 @@ class WindowCheck:
     taken a copy sent after the previous cut or timeout (its ACKs echo the latest copy
     it took: ``xmit``), the engine's once-per-window rule for losses (RACK on
     transmission order: a lost packet went out before a copy its receiver took, and
-    after the last cut) and CE marks (on a copy its receiver took) alike."""
+    after the last cut) and CE marks (on a copy its receiver took) alike.  A timeout
+    that is undone (Eifel) gives back the cut before it, as the engine does."""
 
     def __init__(self, lib: ctypes.CDLL, sender: int) -> None:
         self.lib, self.sender = lib, sender
-        self.sends = self.cut_at = self.cuts = self.tail = 0
+        self.sends = self.cut_at = self.cuts = self.tail = self.undone = 0
         self.shown: dict[int, int] = {}  # receiver -> the latest copy it echoed
         self.early: list[tuple[int, int]] = []
+        self.saved: tuple[int, int] | None = None  # (packet timed out, cut before it)
 
-    def sent(self, repair: int) -> None:
+    def sent(self, seq: int, repair: int) -> None:
         self.sends += 1
         if repair:
             tail = _stats(self.lib, self.sender).tail
             if tail > self.tail:
+                # the engine keeps the first timeout's state while the same packet
+                # times out again (backed off), else it starts from this one's
+                if self.saved is None or self.saved[0] != seq:
+                    self.saved = (seq, self.cut_at)
                 self.tail, self.cut_at = tail, self.sends
 
     def acked(self, ack: bytes) -> None:
         h = wire.decode(ack)
         self.shown[h.receiver] = max(self.shown.get(h.receiver, 0), h.xmit)
-        cuts = _stats(self.lib, self.sender).cuts
-        if cuts > self.cuts:
+        st = _stats(self.lib, self.sender)
+        if st.undone > self.undone and self.saved is not None:
+            self.undone, self.cut_at, self.saved = st.undone, self.saved[1], None
+        if st.cuts > self.cuts:
             if self.shown[h.receiver] <= self.cut_at:
                 self.early.append((self.shown[h.receiver], self.cut_at))
-            self.cuts, self.cut_at = cuts, self.sends
+            self.cuts, self.cut_at = st.cuts, self.sends
 
 
 def simulate(
@@ -314,7 +322,7 @@ def simulate(
             while (end := lib.sdn_rb_sender_poll(sender, now, out, ctypes.byref(wake))) == SEND:
                 pkt = bytes(out.hdr) + ctypes.string_at(out.payload, out.payload_len)
                 counter["repairs"] += out.repair
-                window.sent(out.repair)
+                window.sent(out.seq, out.repair)
                 leaves = now
                 if loss.rate_bps:
                     leaves = max(now, counter["link_free"]) + len(pkt) * 8 * 10**9 // loss.rate_bps
