@@ -288,12 +288,18 @@ static uint64_t timer_base(const struct sdn_rb_sender *s, uint32_t seq)
 	return s->last_sent[seq] > s->progress_at ? s->last_sent[seq] : s->progress_at;
 }
 
+/* Whether an ACK state (cumulative ack cum, bitmap of the packets after it) holds seq. */
+static int holds(uint32_t cum, uint64_t bitmap, uint32_t seq)
+{
+	return seq < cum || (seq > cum && seq - cum - 1 < SDNMPI_RBCAST_BITMAP_BITS &&
+			     (bitmap >> (seq - cum - 1)) & 1);
+}
+
 /* Mark what receiver r is missing, by all its ACKs so far.  Certainly lost: a packet
  * whose last copy went out before the latest copy r has taken (its echoed xmit; a
  * receiver's path is FIFO: RACK, RFC 8985, on transmission order), after a hold-off
  * for reordering; this also keeps a repair from being repeated before it could have
- * arrived.  Merely
- * late (nothing sent after it has arrived, as for a lost tail): one probe per
+ * arrived.  Merely late (nothing sent after it has arrived, as for a lost tail): one probe per
  * receiver and retransmit timeout, the lowest such packet; when the probe arrives,
  * RACK finds the rest of a lost tail at once (as TCP's tail loss probe and F-RTO).
  * A timeout for every late packet repaired whatever a receiver had not read yet:
@@ -311,9 +317,7 @@ static void mark_missing(struct sdn_rb_sender *s, struct rb_peer *r, uint64_t no
 	int probe = !r->probe_at || elapsed(now, r->probe_at) >= s->rto;
 
 	for (uint32_t seq = cum; seq < end; seq++) {
-		if (seq > cum && (bitmap >> (seq - cum - 1)) & 1)
-			continue;
-		if (s->need[seq])
+		if (holds(cum, bitmap, seq) || s->need[seq])
 			continue;
 		if (s->order[seq] < r->rack) {
 			if (elapsed(now, s->last_sent[seq]) >= s->p.repair_holdoff_ns) {
@@ -378,11 +382,8 @@ static void check_undo(struct sdn_rb_sender *s, struct rb_peer *r, uint32_t cum,
 		       uint64_t xmit)
 {
 	struct rb_undo *u = &s->undo;
-	int shows = cum > u->seq ||
-		    (u->seq > cum && u->seq - cum - 1 < SDNMPI_RBCAST_BITMAP_BITS &&
-		     (bitmap >> (u->seq - cum - 1)) & 1);
 
-	if (!u->pending || !shows)
+	if (!u->pending || !holds(cum, bitmap, u->seq))
 		return;
 	r->behind = 0;
 	if (xmit >= u->xmit) {
@@ -401,10 +402,9 @@ static void check_undo(struct sdn_rb_sender *s, struct rb_peer *r, uint32_t cum,
 	s->st.undone++;
 }
 
-/* A tail timeout of packet seq (retransmitted as xmit) from these values: remember
- * them and which receivers lacked it. */
-static void arm_undo(struct sdn_rb_sender *s, uint32_t seq, double cwnd, double ssthresh,
-		     uint32_t recover, uint64_t rto)
+/* A tail timeout of packet seq, just retransmitted: remember the window, threshold,
+ * recovery point and timeout it is about to change, and which receivers lacked it. */
+static void arm_undo(struct sdn_rb_sender *s, uint32_t seq)
 {
 	struct rb_undo *u = &s->undo;
 
@@ -413,18 +413,16 @@ static void arm_undo(struct sdn_rb_sender *s, uint32_t seq, double cwnd, double 
 	u->pending = 0;
 	for (uint32_t i = 0; i < s->nrecv; i++) {
 		struct rb_peer *r = &s->peer[i];
-		int has = r->cum > seq || (seq > r->cum && seq - r->cum - 1 < SDNMPI_RBCAST_BITMAP_BITS &&
-					   (r->bitmap >> (seq - r->cum - 1)) & 1);
 
-		r->behind = !has;
-		u->pending += !has;
+		r->behind = !holds(r->cum, r->bitmap, seq);
+		u->pending += r->behind;
 	}
 	u->seq = seq;
 	u->xmit = s->order[seq];
-	u->cwnd = cwnd;
-	u->ssthresh = ssthresh;
-	u->recover = recover;
-	u->rto = rto;
+	u->cwnd = s->cwnd;
+	u->ssthresh = s->ssthresh;
+	u->recover = s->recover;
+	u->rto = s->rto;
 }
 
 int sdn_rb_sender_on_ack(struct sdn_rb_sender *s, uint64_t now, const void *pkt, size_t len)
@@ -599,12 +597,8 @@ enum sdn_rb_action sdn_rb_sender_poll(struct sdn_rb_sender *s, uint64_t now,
 	if (seq < s->next_new && elapsed(now, timer_base(s, seq)) >= s->rto) {
 		/* A timeout: the window shrinks to its least and the timeout backs off
 		 * (RFC 6298 5.5) until an ACK brings a new sample. */
-		double cwnd = s->cwnd, ssthresh = s->ssthresh;
-		uint32_t recover = s->recover;
-		uint64_t rto = s->rto;
-
 		fill_packet(s, now, seq, 1, out);
-		arm_undo(s, seq, cwnd, ssthresh, recover, rto);
+		arm_undo(s, seq);
 		s->st.tail++;
 		s->ssthresh = s->cwnd / 2 < CWND_MIN ? CWND_MIN : s->cwnd / 2;
 		s->cwnd = CWND_MIN;

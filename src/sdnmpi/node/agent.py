@@ -445,7 +445,7 @@ class Agent:
     def _has_ranks(self) -> bool:
         """Whether a registered rank tags (the others' connections are never looked at)."""
         with self.lock:
-            return any(r.tag for r in self.core.registrations())
+            return bool(self.core.tagging())
 
     def scan_once(self) -> bool:
         """One pass over the registered ranks' sockets.
@@ -455,9 +455,8 @@ class Agent:
         went, the per-process descriptor scan is skipped."""
         with self.lock:
             # ranks that do not tag (register or bcast mode alone) are not scanned: the
-            # scan only finds connections for the tagger, and scanning every 10 ms for 5 s
-            # after each registration cost Open MPI's small Bcasts 9 % (docs/bcast.md)
-            regs = [r for r in self.core.registrations() if r.tag]
+            # scan only finds connections for the tagger
+            regs = self.core.tagging()
             signature = self._signature(regs)
             if signature is not None and signature == self._last_signature:
                 return False

@@ -155,6 +155,10 @@ class AgentCore:
         entry = self._ranks.get(pid)
         return entry.reg if entry is not None else None
 
+    def tagging(self) -> list[Registration]:
+        """The registered ranks that tag their packets (the only ones scanned)."""
+        return [r for r in self.registrations() if r.tag]
+
     def registrations(self) -> list[Registration]:
         return sorted((r.reg for r in self._ranks.values()), key=lambda g: (g.job, g.rank))
 
