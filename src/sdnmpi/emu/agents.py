@@ -49,9 +49,12 @@ def up(
     state_root: Path = DEFAULT_STATE_ROOT,
     bpf_object: Path | None = None,
     controller_api: Path | None = None,
-    timeout_s: float = 30.0,
+    timeout_s: float | None = None,
 ) -> dict[str, Path]:
-    """Start one agent per host; host -> its socket.  All or none: on failure, stop them."""
+    """Start one agent per host; host -> its socket.  All or none: on failure, stop them.
+
+    ``timeout_s``: how long they may take to be ready; by default 30 s and one more
+    per host (they start together and share the machine's CPUs)."""
     state = require_state(name, state_root)
     plan = state.plan()
     adir = agent_dir(plan)
@@ -78,7 +81,8 @@ def up(
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-        _wait_ready(procs, pidfiles, adir, timeout_s)
+        wait_s = 30.0 + len(procs) if timeout_s is None else timeout_s
+        _wait_ready(procs, pidfiles, adir, wait_s)
     except BaseException:
         down(name, state_root=state_root)
         for proc in procs.values():
