@@ -62,7 +62,7 @@ from sdnmpi.core.routing import ROUTERS, Demands, Fabric, Routing, jobbound, pha
 from sdnmpi.core.routing import bound as lp
 from sdnmpi.core.routing import multicast_bound as mb
 from sdnmpi.core.routing.candidates import host_phases
-from sdnmpi.core.routing.replication import first_use, route_replicated
+from sdnmpi.core.routing.replication import load_entries, route_replicated
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError
 from sdnmpi.sim import IDEAL, Protocol, simulate
@@ -421,13 +421,10 @@ def _arc_utilization(fabric: Fabric, demands: Demands, routing: Routing) -> np.n
 def _arc_bytes(fabric: Fabric, demands: Demands, routing: Routing) -> np.ndarray:
     """Bytes per arc over the pattern (phases weighted by repeat); a replicated
     transfer loads each arc of its tree once."""
-    mask = routing.arcs >= 0
-    flow, arc = np.nonzero(mask)[0], routing.arcs[mask]
-    once = first_use(demands, flow, arc)
-    weight = (demands.size_bytes * demands.phase_repeat[demands.phase])[flow[once]]
-    load: np.ndarray = np.bincount(
-        arc[once], weights=weight.astype(np.float64), minlength=fabric.narcs
-    )
+    flow, arc = load_entries(demands, routing)
+    weight = (demands.size_bytes * demands.phase_repeat[demands.phase])[flow]
+    del flow
+    load: np.ndarray = np.bincount(arc, weights=weight.astype(np.float64), minlength=fabric.narcs)
     return load
 
 

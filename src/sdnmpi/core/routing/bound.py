@@ -87,7 +87,7 @@ from sdnmpi.core.routing.cuts import DENSE_CELLS as _DENSE_CELLS
 from sdnmpi.core.routing.cuts import Cuts, tree_cuts, widest
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
 from sdnmpi.core.routing.paths import memo
-from sdnmpi.core.routing.replication import first_use
+from sdnmpi.core.routing.replication import load_entries
 from sdnmpi.errors import RoutingError
 
 IntArray = npt.NDArray[np.int64]
@@ -127,13 +127,12 @@ def max_link_busy(fabric: Fabric, demands: Demands, routing: Routing) -> LinkBus
     4.0
     """
     nph, na = demands.nphases, fabric.narcs
-    mask = routing.arcs >= 0
-    arc = routing.arcs[mask]
-    flow = np.nonzero(mask)[0]
-    once = first_use(demands, flow, arc)  # a replicated transfer loads its tree's arcs once
-    arc, flow = arc[once], flow[once]
-    key = demands.phase[flow] * na + arc
+    flow, arc = load_entries(demands, routing)
+    key = demands.phase[flow]  # a copy: in place from here (a million flows: 40 MB each)
+    key *= na
+    key += arc
     weight = demands.size_bytes[flow].astype(np.float64)
+    del flow, arc
     inv_c = 8.0 / fabric.capacity_bps
     per_phase = np.zeros(nph)
     busiest = np.full(nph, -1, np.int64)

@@ -177,8 +177,10 @@ def candidate_paths(
         raise RoutingError(f"no path from {names[int(src[bad])]} to {names[int(dst[bad])]}")
     budget = shortest + slack
     rng = np.random.default_rng(seed)
-    done = _expand(g, dist, target_of, s_split, d_split, budget, max_paths, rng)
-    return _assemble(src, dst, shortest, done)
+    # no name keeps the partial paths: _assemble frees them as it copies them
+    return _assemble(
+        src, dst, shortest, _expand(g, dist, target_of, s_split, d_split, budget, max_paths, rng)
+    )
 
 
 @dataclass
@@ -192,13 +194,15 @@ class _States:
     nodes: list[IntArray]
     digits: list[IntArray]
 
-    def take(self, keep: IntArray | BoolArray) -> _States:
+    def take(self, keep: IntArray | BoolArray, *, nodes: bool = True) -> _States:
+        """The states ``keep`` selects (without their nodes if not ``nodes``: finished
+        paths need only their arcs and digits)."""
         return _States(
             self.group[keep],
             self.node[keep],
             self.down[keep],
             [a[keep] for a in self.arcs],
-            [n[keep] for n in self.nodes],
+            [n[keep] for n in self.nodes] if nodes else [],
             [d[keep] for d in self.digits],
         )
 
@@ -258,7 +262,7 @@ def _expand(
         st = _step(g, succ, st, dist, target_of, budget, depth)
         st = _cap(st, ngroups, max_paths, rng)
         arrived = st.node == d_split[st.group]
-        done.append(st.take(arrived))
+        done.append(st.take(arrived, nodes=False))
         st = st.take(~arrived)
         if not st.group.size:
             break
@@ -314,29 +318,36 @@ def _cap(st: _States, ngroups: int, max_paths: int, rng: np.random.Generator) ->
 
 
 def _assemble(src: IntArray, dst: IntArray, shortest: IntArray, done: list[_States]) -> PathSet:
+    """The paths of ``done`` (emptied: each depth's partial paths are freed once copied),
+    sorted by :func:`_order`."""
     width = max((len(st.arcs) for st in done), default=0)
-    groups, rows, hops, digits = [], [], [], []
-    for st in done:
+    total = sum(st.group.size for st in done)
+    grp = np.empty(total, np.int64)
+    hop = np.empty(total, np.int64)
+    arcs = np.full((total, width), -1, np.int64)
+    dig = np.zeros((total, width), np.int64)
+    at = 0
+    done.reverse()  # pop() from the end: shallowest first, as listed
+    while done:
+        st = done.pop()
         n, depth = st.group.size, len(st.arcs)
-        if not n:
-            continue
-        block = np.full((n, width), -1, np.int64)
-        block[:, :depth] = np.stack(st.arcs, axis=1)
-        dig = np.zeros((n, width), np.int64)
-        dig[:, :depth] = np.stack(st.digits, axis=1)
-        groups.append(st.group)
-        rows.append(block)
-        hops.append(np.full(n, depth, np.int64))
-        digits.append(dig)
-    grp = np.concatenate(groups) if groups else np.zeros(0, np.int64)
+        grp[at : at + n] = st.group
+        hop[at : at + n] = depth
+        for j in range(depth):
+            arcs[at : at + n, j] = st.arcs[j]
+            dig[at : at + n, j] = st.digits[j]
+        at += n
+        del st
     if np.bincount(grp, minlength=src.size).min(initial=1) == 0:
         raise RoutingError("a group has no valley-free path within the hop budget")
-    arcs = np.concatenate(rows) if rows else np.zeros((0, width), np.int64)
-    hop = np.concatenate(hops) if hops else np.zeros(0, np.int64)
-    dig = np.concatenate(digits) if digits else np.zeros((0, width), np.int64)
     longer = hop > shortest[grp]
     order = _order(grp, longer, dig)
-    grp, arcs, hop, dig = grp[order], arcs[order], hop[order], dig[order]
+    del longer
+    grp, hop = grp[order], hop[order]
+    for j in range(width):  # column by column: one column's copy at a time
+        arcs[:, j] = arcs[order, j]
+        dig[:, j] = dig[order, j]
+    del order
     start = np.searchsorted(grp, np.arange(src.size + 1)).astype(np.int64)
     nshort = np.bincount(grp[hop == shortest[grp]], minlength=src.size).astype(np.int64)
     return PathSet(src, dst, start, nshort, arcs, hop, dig)
@@ -437,9 +448,10 @@ class PairProblem:
     def build(cls, fabric: Fabric, demands: Demands, seed: int = 0) -> PairProblem:
         """Aggregate the demands per host pair and enumerate their candidates."""
         nh = fabric.nhosts
+        # temporaries are deleted as soon as they are used: at 1024 hosts each per-entry
+        # array is 8 MB, and candidate_paths below is the peak of `ours`
         hp = host_phases(demands, nh)
-        pair_key = hp.src * nh + hp.dst
-        keys, entry_pair = np.unique(pair_key, return_inverse=True)
+        keys, entry_pair = np.unique(hp.src * nh + hp.dst, return_inverse=True)
         pair_src, pair_dst = keys // nh, keys % nh
         flow_pair = np.searchsorted(keys, demands.src * nh + demands.dst)
         q_of, repeat, reps = _merge_phases(hp, demands)
@@ -449,11 +461,15 @@ class PairProblem:
         keep = rep[entry_phase]  # one entry per (pair, merged phase): the representative's
         epair, eq = entry_pair[keep], q_of[entry_phase[keep]]
         ew = hp.size_bytes[keep].astype(np.float64)
+        del hp, entry_pair, entry_phase, keep
         by_pair = np.lexsort((eq, epair))
         epair, eq, ew = epair[by_pair], eq[by_pair], ew[by_pair]
+        del by_pair
         ptr = np.searchsorted(epair, np.arange(keys.size + 1))
         order = np.lexsort((-ew, eq))
         qptr = np.searchsorted(eq[order], np.arange(len(repeat) + 1))
+        qpair, qw = epair[order], ew[order]
+        del epair, order
         att = attachment(fabric)
         if att is not None:
             gsrc, gdst = att.leaf[pair_src], att.leaf[pair_dst]
@@ -489,8 +505,8 @@ class PairProblem:
             eq,
             ew,
             qptr,
-            epair[order],
-            ew[order],
+            qpair,
+            qw,
             first,
             allowed,
             nshort,
@@ -502,7 +518,9 @@ class PairProblem:
 
     def loads(self, choice: IntArray) -> FloatArray:
         """Utilization table (merged phase x arc) of a choice of rows, host arcs included."""
-        return self.fixed_loads + self._table(self.cand[choice])
+        table = self._table(self.cand[choice])
+        table += self.fixed_loads  # in place: a (phases x arcs) table is 50 MB at 1024 hosts
+        return table
 
     @cached_property
     def fixed_loads(self) -> FloatArray:
@@ -512,11 +530,20 @@ class PairProblem:
     def _table(self, rows: IntArray) -> FloatArray:
         entry_pair = np.repeat(np.arange(self.npairs), np.diff(self.ptr))
         arcs = rows[entry_pair]
+        del entry_pair
         ok = arcs >= 0
-        key = np.broadcast_to(self.q[:, None], arcs.shape)[ok] * self.narcs + arcs[ok]
-        weight = np.broadcast_to(self.w[:, None], arcs.shape)[ok] * self.inv_c[arcs[ok]]
-        table = np.bincount(key, weights=weight, minlength=self.nq * self.narcs)
-        out: FloatArray = table.astype(np.float64).reshape(self.nq, self.narcs)
+        used = arcs[ok]
+        key = np.broadcast_to(self.q[:, None], arcs.shape)[ok]
+        key *= self.narcs
+        key += used
+        weight = np.broadcast_to(self.w[:, None], arcs.shape)[ok]
+        del arcs, ok
+        weight *= self.inv_c[used]
+        del used
+        table = np.asarray(  # float64 already: no copy
+            np.bincount(key, weights=weight, minlength=self.nq * self.narcs), dtype=np.float64
+        )
+        out: FloatArray = table.reshape(self.nq, self.narcs)
         return out
 
     def flow_arcs(self, choice: IntArray) -> IntArray:

@@ -114,18 +114,20 @@ def route(fabric: Fabric, demands: Demands, *, seed: int = 0) -> Routing:
     prob = PairProblem.build(fabric, demands, seed)
     lower = PhaseLowerBound(prob, fabric)
     search, starts = _search(prob, fabric, demands, seed, lower)
-    choice, exact = polish(prob, lower, search.choice)
+    best, ref, counts = search.choice, search.ref, (search.moves, search.evals, search.sweeps)
+    del search  # its load tables: polish builds its own
+    choice, exact = polish(prob, lower, best)
     if not prob.paths_shortest[choice].all():  # detours only where they help
-        final = _Search(prob, choice, search.ref)
+        final = _Search(prob, choice, ref)
         final.prefer_shortest()
         choice = final.choice
     objective = float(prob.repeat @ prob.loads(choice).max(axis=1))
     meta: dict[str, object] = {
         "objective_s": objective,
         "starts": starts,
-        "moves": search.moves,
-        "evaluations": search.evals,
-        "sweeps": search.sweeps,
+        "moves": counts[0],
+        "evaluations": counts[1],
+        "sweeps": counts[2],
         "exact": exact,
         # every component at its single-path bound or solved to HiGHS's 1e-4 MILP
         # gap: no single-path routing over the candidates does better
@@ -270,7 +272,8 @@ class _Search:
         self.fixed_max = prob.fixed_loads.max(axis=1)
         self.m = self.u.max(axis=1)
         self.ntop = min(prob.cand.shape[1] + 1, prob.narcs)
-        self.top = np.argpartition(-self.u, self.ntop - 1, axis=1)[:, : self.ntop]
+        # a copy: the view would keep argpartition's whole (phases x arcs) index table
+        self.top = np.argpartition(-self.u, self.ntop - 1, axis=1)[:, : self.ntop].copy()
         self.moves = self.evals = self.sweeps = 0
         self.budget = MAX_EVALS
 
