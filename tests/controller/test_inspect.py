@@ -116,15 +116,17 @@ def test_a_switch_table_against_the_intended_one(setup: Setup, api: ApiHandler) 
     rules = tables[leaf1]
     gone, changed = rules[3], rules[4]
     foreign = FlowRule(leaf1, priority=7, match=Match(in_port=1), actions=(Output(2),))
+    extra = FlowRule(leaf1, priority=8, match=Match(in_port=1), cookie=layout.job_cookie(9))
     other = FlowRule(leaf1, changed.table_id, changed.priority, changed.match, (Output(99),),
                      changed.cookie)  # fmt: skip
-    tables[leaf1] = [r for r in rules if r not in (gone, changed)] + [foreign, other]
+    tables[leaf1] = [r for r in rules if r not in (gone, changed)] + [foreign, other, extra]
     answer = api.handle(line(op="route_table", switch=str(leaf1)))
     assert answer.finish is not None
     diff = answer.finish(tables)
     assert diff["clean"] is False
     assert diff["diff"]["missing"] == [gone.render()]
-    assert diff["diff"]["extra"] == [foreign.render()]
+    assert diff["diff"]["extra"] == [extra.render()]  # an sdnmpi cookie: a difference
+    assert diff["diff"]["foreign"] == [foreign.render()]  # another's: left alone
     assert diff["diff"]["differing"] == [{"intended": changed.render(), "held": other.render()}]
 
 

@@ -183,6 +183,9 @@ def format_table(reply: dict[str, Any], full: bool = False) -> str:
         lines.append(f"differing ({len(d['differing'])}):")
         for pair in d["differing"]:
             lines += [f"  intended {pair['intended']}", f"  held     {pair['held']}"]
+    if d.get("foreign"):
+        lines.append(f"not sdnmpi's, left alone ({len(d['foreign'])}):")
+        lines += [f"  {r}" for r in d["foreign"]]
     if full:
         lines.append("intended:")
         lines += [f"  {r}" for r in reply["intended"]]

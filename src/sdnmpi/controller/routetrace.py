@@ -17,8 +17,10 @@ and port it has crossed before with the same headers (a loop).
 
 :func:`table_diff` compares the rules a switch should hold with those it holds, by what
 identifies a rule in a switch (table, priority, match): ``missing`` (intended, not on
-the switch), ``extra`` (on the switch, not intended; rules of other controllers
-included) and ``differing`` (same match, other actions or cookie).
+the switch), ``extra`` (on the switch with an sdnmpi cookie, not intended) and
+``differing`` (same match, other actions or cookie).  Rules without an sdnmpi cookie
+(other controllers', os-ken's own LLDP rule) are ``foreign``: listed, not a difference,
+as the controller leaves them alone.
 
 >>> from sdnmpi.controller.flows import FlowRule, Match, Output
 >>> rules = {1: [FlowRule(1, priority=100, match=Match(eth_dst="02:00:00:00:00:02"),
@@ -223,6 +225,7 @@ class TableDiff:
     extra: tuple[FlowRule, ...]
     differing: tuple[tuple[FlowRule, FlowRule], ...]
     same: int
+    foreign: tuple[FlowRule, ...] = ()
 
     @property
     def clean(self) -> bool:
@@ -234,6 +237,7 @@ class TableDiff:
             "missing": [r.render() for r in self.missing],
             "extra": [r.render() for r in self.extra],
             "differing": [{"intended": a.render(), "held": b.render()} for a, b in self.differing],
+            "foreign": [r.render() for r in self.foreign],
         }
 
 
@@ -252,7 +256,8 @@ def table_diff(intended: Sequence[FlowRule], held: Sequence[FlowRule]) -> TableD
     (0, 0, 1, 0)
     """
     want = {r.key: r for r in intended}
-    have = {r.key: r for r in held}
+    have = {r.key: r for r in held if r.key in want or layout.kind_of(r.cookie) is not None}
+    foreign = tuple(sorted((r for r in held if r.key not in have), key=rule_order))
     missing = tuple(sorted((r for k, r in want.items() if k not in have), key=rule_order))
     extra = tuple(sorted((r for k, r in have.items() if k not in want), key=rule_order))
     both = [(want[k], have[k]) for k in want if k in have]
@@ -261,7 +266,7 @@ def table_diff(intended: Sequence[FlowRule], held: Sequence[FlowRule]) -> TableD
             ((a, b) for a, b in both if _essence(a) != _essence(b)), key=lambda p: rule_order(p[0])
         )
     )
-    return TableDiff(missing, extra, differing, len(both) - len(differing))
+    return TableDiff(missing, extra, differing, len(both) - len(differing), foreign)
 
 
 def rule_order(rule: FlowRule) -> tuple[int, int, str]:
