@@ -86,7 +86,7 @@ def test_default_route_hops_are_what_ovs_does(cluster: Cluster) -> None:
     assert [h["switch"] for h in reply["trace"]["hops"]][::2] == ["leaf1", "leaf2"]
     assert {h["kind"] for h in reply["trace"]["hops"]} <= {"default", "host"}
     check_against_ovs(cluster, reply["trace"], "h1", "h3")
-    by_ip = cli_json(cluster, "routes", "path", cluster.model.host("h1").ip, "h3")
+    by_ip = cli_json(cluster, "routes", "path", str(cluster.model.host("h1").ip), "h3")
     assert by_ip["trace"] == reply["trace"]
 
 
