@@ -16,6 +16,7 @@ from sdnmpi import catalog
 from sdnmpi.cli.main import main
 from sdnmpi.core import topospecs
 from sdnmpi.core.generators import fat_tree, leaf_spine, xgft
+from sdnmpi.errors import TopologyError
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -201,3 +202,29 @@ def test_controller_status_text_and_json(capsys: pytest.CaptureFixture[str], fak
     assert "leaf1" in out and "base 5, job 1" in out
     code, out, _ = run(capsys, "controller", "status", "--json", "-a", str(path))
     assert code == 0 and json.loads(out)["rules"]["leaf1"]["rules"] == 10
+
+
+@pytest.mark.parametrize(
+    ("short", "long"),
+    [
+        ("fat_tree:4", "fat-tree:k=4"),
+        ("leaf-spine:4,2,8", "leaf-spine:leaves=4,spines=2,hosts=8"),
+        ("leaf-spine:4,2,hosts=8", "leaf-spine:leaves=4,spines=2,hosts=8"),
+    ],
+)
+def test_values_in_order_without_names(short: str, long: str) -> None:
+    a, b = catalog.load_topology(short), catalog.load_topology(long)
+    assert (a.hosts, a.switches, a.links) == (b.hosts, b.switches, b.links)
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ("leaf-spine:leaves=4,2", "values without names come first"),
+        ("fat-tree:4,2,1,1,1,1", "takes 5 values"),
+        ("fat-tree:3", "even number"),
+    ],
+)
+def test_bad_values_in_order(spec: str, why: str) -> None:
+    with pytest.raises(TopologyError, match=why):
+        catalog.load_topology(spec)

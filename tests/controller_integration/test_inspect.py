@@ -14,6 +14,7 @@ from typing import Any
 
 from sdnmpi.controller import layout
 from sdnmpi.emu import runner
+from sdnmpi.wire import controller_api
 from tests.controller_integration.conftest import Cluster
 from tests.controller_integration.support import api
 from tests.emu.support import ofctl, port_rx_bytes, sdnmpi
@@ -78,6 +79,7 @@ def test_status(cluster: Cluster) -> None:
     assert leaf1["rules"] == len(held)
     text = cli(cluster, "controller", "status")
     assert text.returncode == 0 and "4 switches, 4 links, 4 hosts" in text.stdout, text.stdout
+    print("\n" + text.stdout)
 
 
 def test_default_route_hops_are_what_ovs_does(cluster: Cluster) -> None:
@@ -136,6 +138,7 @@ def test_routes_table_sees_a_rule_deleted_on_the_switch(cluster: Cluster) -> Non
         reply = cli_json(cluster, "routes", "path", "h1", "h3")
         assert reply["agrees"] is False
         assert reply["trace"]["hops"][0]["kind"] == "default"
+        print("\n" + cli(cluster, "routes", "path", "h1", "h3").stdout)
         assert [h["switch"] for h in reply["intended"]["hops"]] == PATH[1:-1]
         check_against_ovs(cluster, reply["trace"], "h1", "h3")
         text = cli(cluster, "routes", "table", "leaf1")
@@ -145,6 +148,23 @@ def test_routes_table_sees_a_rule_deleted_on_the_switch(cluster: Cluster) -> Non
         assert api(cluster.controller, {"op": "remove_job", "job_id": JOB})["ok"]
     after = cli(cluster, "routes", "table", "leaf1", "--check")
     assert after.returncode == 0, after.stdout
+
+
+def test_request_seconds(cluster: Cluster) -> None:
+    """How long an inspection takes on this fabric (printed, not asserted: a figure for
+    docs/INSPECT.md): a trace reads every switch's table, a table one switch's."""
+    client = controller_api.Client(cluster.controller.api_path, timeout_s=20)
+    asks = (("route_trace", {"src": "h1", "dst": "h4"}), ("route_table", {"switch": "leaf1"}))
+    for op, kw in (*asks, ("status", {})):
+        times = []
+        for _ in range(20):
+            getattr(client, op)(**kw)
+            times.append(client.last_seconds)
+        times.sort()
+        print(
+            f"\n{op}: median {times[10] * 1e3:.1f} ms, max {times[-1] * 1e3:.1f} ms (20 requests)"
+        )
+        assert times[-1] < 20
 
 
 def test_bad_requests_are_one_line_and_exit_2(cluster: Cluster) -> None:

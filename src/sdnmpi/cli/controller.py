@@ -167,7 +167,10 @@ def format_status(api: str, r: dict[str, object]) -> str:
     """A ``status`` reply as text."""
 
     def secs(v: object) -> str:
-        return "never" if v is None else f"{v:.1f} s ago" if isinstance(v, float | int) else "?"
+        return f"{v:.1f} s" if isinstance(v, float | int) else "?"
+
+    def ago(v: object) -> str:
+        return "never" if v is None else f"{secs(v)} ago"
 
     up = r.get("uptime_s")
     jobs = r.get("jobs") or {}
@@ -178,8 +181,8 @@ def format_status(api: str, r: dict[str, object]) -> str:
         f"{j} (slot {e['slot']}, {e['joined']}/{e['nprocs']} ranks)" for j, e in tagged.items()
     ]
     lines = [
-        f"controller {api}: up {up} s; {'synced' if r.get('synced') else 'NOT synced yet'}, "
-        f"last sync {secs(r.get('last_sync_ago_s'))}",
+        f"controller {api}: up {secs(up)}; {'synced' if r.get('synced') else 'NOT synced yet'}, "
+        f"last sync {ago(r.get('last_sync_ago_s'))}",
         f"fabric: {r.get('switches')} switches, {r.get('links')} links, {r.get('hosts')} hosts "
         f"({r.get('hosts_seen')} seen, {r.get('routable_hosts')} routable); "
         f"default router {r.get('router') or '-'}, job rules {r.get('job_rules')}",

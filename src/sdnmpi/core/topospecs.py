@@ -4,15 +4,19 @@ Like Mininet's ``--topo tree,depth=2``: ``fat-tree:k=8``,
 ``leaf-spine:leaves=4,spines=2,hosts=8``, ``xgft:m=4x4,w=1x2`` build the topology
 from :mod:`sdnmpi.core.generators` (the same syntax as pattern specs,
 :func:`sdnmpi.core.workloads.parse_spec`).  Names take ``-`` or ``_``
-(``fat_tree``).  An unknown generator or parameter, a missing required one or a
-value of the wrong type is a :class:`~sdnmpi.errors.TopologyError` naming it (the
-command line's exit 2).
+(``fat_tree``).  Values may be given in order without their names, as Mininet's
+``--topo linear,4`` does: ``fat-tree:8`` is ``fat-tree:k=8``,
+``leaf-spine:4,2,8`` is ``leaf-spine:leaves=4,spines=2,hosts=8``.  An unknown
+generator or parameter, a missing required one or a value of the wrong type is a
+:class:`~sdnmpi.errors.TopologyError` naming it (the command line's exit 2).
 
 >>> t = build("leaf-spine:leaves=4,spines=2,hosts=8")
 >>> (len(t.hosts), len(t.switches), t.meta["kind"])
 (32, 6, 'leaf_spine')
 >>> len(build("fat-tree:k=4").hosts), len(build("xgft:m=4x4,w=1x2").hosts)
 (16, 16)
+>>> build("fat-tree:4").hosts == build("fat-tree:k=4").hosts
+True
 """
 
 from __future__ import annotations
@@ -151,14 +155,22 @@ def build(spec: str) -> Topology:
     """The topology a generator spec describes; :class:`TopologyError` if it is wrong."""
     from sdnmpi.core.workloads import parse_spec
 
-    try:
-        name, raw = parse_spec(spec)
-    except PatternError as exc:
-        raise TopologyError(str(exc).replace("pattern spec", "topology spec")) from None
-    gen = GENERATORS.get(_name(name))
+    head, _, rest = spec.partition(":")
+    gen = GENERATORS.get(_name(head))
     if gen is None:
         known = ", ".join(GENERATORS)
-        raise TopologyError(f"unknown topology generator {name!r} in {spec!r}; known: {known}")
+        raise TopologyError(f"unknown topology generator {head!r} in {spec!r}; known: {known}")
+    items = [p.strip() for p in rest.split(",") if p.strip()]
+    bare = [p for p in items if "=" not in p]
+    if bare and items[: len(bare)] != bare:
+        raise TopologyError(f"topology spec {spec!r}: values without names come first")
+    if len(bare) > len(gen.params):
+        raise TopologyError(f"topology spec {spec!r}: {gen.name} takes {len(gen.params)} values")
+    named = [f"{p.name}={v}" for p, v in zip(gen.params, bare, strict=False)]
+    try:
+        _, raw = parse_spec(":".join([head, ",".join(named + items[len(bare) :])]))
+    except PatternError as exc:
+        raise TopologyError(str(exc).replace("pattern spec", "topology spec")) from None
     values = _values(gen, raw)
     topo = gen.build(values)
     given = ",".join(f"{k}={raw[k]}" for k in raw)
