@@ -38,12 +38,15 @@ def cli_json(cluster: Cluster, *args: str) -> dict[str, Any]:
     return out
 
 
-def ovs_trace(cluster: Cluster, switch: str, in_port: int, src: str, dst: str) -> tuple[int, int]:
+def ovs_trace(
+    cluster: Cluster, switch: str, in_port: int, src: str, dst: str, eth_dst: str | None = None
+) -> tuple[int, int]:
     """(cookie, output port) of the rule OVS itself applies on ``switch`` to an IPv4/TCP
-    packet src -> dst arriving on ``in_port`` (``ovs-appctl ofproto/trace``)."""
+    packet src -> dst (to ``eth_dst`` if given: a tag) arriving on ``in_port``
+    (``ovs-appctl ofproto/trace``)."""
     h_src, h_dst = cluster.model.host(src), cluster.model.host(dst)
-    flow = (f"in_port={in_port},dl_src={h_src.mac},dl_dst={h_dst.mac},dl_type=0x0800,"
-            f"nw_src={h_src.ip},nw_dst={h_dst.ip},nw_proto=6")  # fmt: skip
+    flow = (f"in_port={in_port},dl_src={h_src.mac},dl_dst={eth_dst or h_dst.mac},"
+            f"dl_type=0x0800,nw_src={h_src.ip},nw_dst={h_dst.ip},nw_proto=6")  # fmt: skip
     env = {**os.environ, **cluster.plan.ovs_env()}
     argv = ["ovs-appctl", "ofproto/trace", bridge(cluster, switch), flow]
     out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
@@ -60,9 +63,11 @@ def ping(cluster: Cluster, src: str, dst: str) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def check_against_ovs(cluster: Cluster, trace: dict[str, Any], src: str, dst: str) -> None:
+def check_against_ovs(
+    cluster: Cluster, trace: dict[str, Any], src: str, dst: str, eth_dst: str | None = None
+) -> None:
     for hop in trace["hops"]:
-        cookie, port = ovs_trace(cluster, hop["switch"], hop["in_port"], src, dst)
+        cookie, port = ovs_trace(cluster, hop["switch"], hop["in_port"], src, dst, eth_dst)
         assert (hex(cookie), port) == (hop["cookie"], hop["out_port"]), hop
 
 
@@ -148,6 +153,31 @@ def test_routes_table_sees_a_rule_deleted_on_the_switch(cluster: Cluster) -> Non
         assert api(cluster.controller, {"op": "remove_job", "job_id": JOB})["ok"]
     after = cli(cluster, "routes", "table", "leaf1", "--check")
     assert after.returncode == 0, after.stdout
+
+
+def test_a_tagged_primitive_of_a_rank_pair(cluster: Cluster) -> None:
+    """A tagged job registered through the API as its node agents would (two ranks, a
+    Bcast announced): its ranks' Bcast packets take the tag rules, hop by hop as OVS
+    forwards them, and the last switch restores the real MAC."""
+    ctl = cluster.controller
+    coll = {"name": "bcast", "root": 0, "count": 1 << 20, "type_bytes": 1, "comm": None}
+    assert api(ctl, {"op": "tag_collectives", "job": "77", "collectives": [coll]})["ok"]
+    for rank, host in enumerate(("h1", "h3")):
+        req = {"op": "tag_join", "job": "77", "rank": rank, "nprocs": 2, "host": host}
+        assert api(ctl, req)["ok"]
+    try:
+        reply = cli_json(cluster, "routes", "path", "0", "1", "--job", "77", "-p", "bcast")
+        assert (reply["src"], reply["dst"], reply["primitive"]) == ("h1", "h3", "bcast")
+        hops = reply["trace"]["hops"]
+        assert reply["agrees"] is True and reply["trace"]["reached"] == "h3", reply
+        assert [h["kind"] for h in hops] == ["tag"] * len(hops) and len(hops) == 3
+        assert "set_field:02:00:00:00:00:03->eth_dst" in hops[-1]["rule"]
+        check_against_ovs(cluster, reply["trace"], "h1", "h3", reply["tag"])
+        text = cli(cluster, "routes", "path", "0", "1", "--job", "77", "-p", "bcast")
+        print("\n" + text.stdout)
+    finally:
+        for rank in (0, 1):
+            assert api(ctl, {"op": "tag_leave", "job": "77", "rank": rank})["ok"]
 
 
 def test_request_seconds(cluster: Cluster) -> None:
