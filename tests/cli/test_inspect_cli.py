@@ -228,3 +228,24 @@ def test_values_in_order_without_names(short: str, long: str) -> None:
 def test_bad_values_in_order(spec: str, why: str) -> None:
     with pytest.raises(TopologyError, match=why):
         catalog.load_topology(spec)
+
+
+def test_ranks_of_a_manager_job_are_traced_as_their_hosts(
+    capsys: pytest.CaptureFixture[str], fake_api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sdnmpi.cli import routes
+
+    path, seen = fake_api
+    monkeypatch.setattr(routes, "job_nodes", lambda manager, job: {0: "h1", 1: "h3"})
+    code, out, _ = run(capsys, "routes", "path", "0", "1", "--job", "5", "-m", "x.sock",
+                       "--json", "-a", str(path))  # fmt: skip
+    assert code == 0
+    assert seen[-1] == {"op": "route_trace", "src": "h1", "dst": "h3", "source": "switch"}
+    reply = json.loads(out)
+    assert (reply["job"], reply["src_rank"], reply["dst_rank"]) == ("5", 0, 1)
+    assert reply["rank_table"] == "manager"
+    code, _, err = run(capsys, "routes", "path", "0", "7", "--job", "5", "-m", "x.sock",
+                       "-a", str(path))  # fmt: skip
+    assert code == 2 and "no rank 7 registered" in err
+    code, _, err = run(capsys, "routes", "path", "0", "1", "-m", "x.sock", "-a", str(path))
+    assert code == 2 and "--manager needs --job" in err

@@ -62,6 +62,13 @@ def path_command(
     job: str | None = typer.Option(
         None, "--job", "-j", help="A tagged job: SRC and DST are its ranks."
     ),
+    manager: str | None = typer.Option(
+        None,
+        "--manager",
+        "-m",
+        help="With --job: the manager's job (its id); its ranks' nodes come from the "
+        "manager (socket or host:port), the path is that host pair's.",
+    ),
     primitive: str | None = typer.Option(
         None,
         "--primitive",
@@ -78,6 +85,12 @@ def path_command(
     if primitive is not None and job is None:
         raise ConfigError("--primitive needs --job (SRC and DST are then ranks)")
     kw: dict[str, Any] = {"source": "intended" if intended else "switch"}
+    about: dict[str, Any] = {}
+    if manager is not None:
+        if job is None or primitive is not None:
+            raise ConfigError("--manager needs --job (a manager job id) and no --primitive")
+        src, dst, about = _manager_ranks(manager, job, src, dst)
+        job = None
     if job is not None:
         kw.update(job=job, primitive=primitive)
         ends: tuple[str | int, str | int] = (_endpoint(src), _endpoint(dst))
@@ -85,10 +98,33 @@ def path_command(
         ends = (src, dst)
     reply = ask(api, "route_trace", src=ends[0], dst=ends[1], **kw)
     reply.pop("ok", None)
+    reply.update(about)
     if as_json:
         typer.echo(json.dumps({"schema": "sdnmpi.route-trace/1", **reply}, indent=1))
         return
     typer.echo(format_trace(reply))
+
+
+def _manager_ranks(manager: str, job: str, src: str, dst: str) -> tuple[str, str, dict[str, Any]]:
+    """The nodes of ranks ``src`` and ``dst`` of the manager's job ``job``."""
+    if not job.isdigit() or not src.isdigit() or not dst.isdigit():
+        raise ConfigError("with --manager, --job is a job id and SRC, DST are ranks")
+    nodes = job_nodes(manager, int(job))
+    ranks = (int(src), int(dst))
+    for r in ranks:
+        if r not in nodes:
+            raise ConfigError(f"job {job}: no rank {r} registered (ranks: {sorted(nodes)})")
+    about = {"job": job, "src_rank": ranks[0], "dst_rank": ranks[1], "rank_table": "manager"}
+    return nodes[ranks[0]], nodes[ranks[1]], about
+
+
+def job_nodes(manager: str, job_id: int) -> dict[int, str]:
+    """Rank -> node of a job, as the manager has them registered."""
+    from sdnmpi.cli.manager import calls, client
+
+    with calls(), client(manager) as c:
+        job = c.get_job(job_id)
+    return {int(p.rank): str(p.node) for p in job.processes}
 
 
 def format_trace(reply: dict[str, Any]) -> str:
