@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from sdnmpi.core import placement as placements
-from sdnmpi.core import presets, workloads
+from sdnmpi.core import presets, topospecs, workloads
 from sdnmpi.core.pattern import Pattern
 from sdnmpi.core.placement import Placement
 from sdnmpi.core.topology import Topology
@@ -34,13 +34,21 @@ TOPOLOGY_PRESETS: dict[str, Callable[[], Topology]] = {**presets.GENERATED, "mil
 
 
 def load_topology(spec: str) -> Topology:
-    """A preset by name, or a topology file (``.graphml``/``.xml`` or ``.json``)."""
+    """A preset by name, a generator spec (``fat-tree:k=8``, ``leaf-spine:leaves=4,
+    spines=2,hosts=8``, ``xgft:m=4x4,w=1x2``; :mod:`sdnmpi.core.topospecs`), or a
+    topology file (``.graphml``/``.xml`` or ``.json``)."""
     if spec in TOPOLOGY_PRESETS:
         return TOPOLOGY_PRESETS[spec]()
     path = Path(spec)
+    if not path.exists() and (topospecs.is_spec(spec) or topospecs.looks_like_spec(spec)):
+        return topospecs.build(spec)
     if not path.exists():
         known = ", ".join(sorted(TOPOLOGY_PRESETS))
-        raise ConfigError(f"{spec!r} is neither a topology preset ({known}) nor an existing file")
+        gens = ", ".join(f"{g}:..." for g in topospecs.GENERATORS)
+        raise ConfigError(
+            f"{spec!r} is neither a topology preset ({known}), a generator spec ({gens}) "
+            "nor an existing file"
+        )
     suffix = path.suffix.lower()
     if suffix in (".graphml", ".xml"):
         return graphml.load_graphml(path)

@@ -91,8 +91,15 @@ def test_manager_jobs_job_status(capsys, manager: str, sock_dir: Path):
     ]
     code, out, _ = run(capsys, "manager", "status", "-m", manager)
     assert code == 0 and "1 routed" in out and "0 stored patterns" in out
+    code, out, _ = run(capsys, "manager", "status", "-m", manager, "--json")
+    assert code == 0
+    assert json.loads(out) == {"schema": "sdnmpi.manager-status/1", "manager": manager,
+                               "up": True, "jobs": {"ROUTED": 1}, "patterns": 0}  # fmt: skip
     code, _, err = run(capsys, "manager", "job", "6", "-m", manager)
     assert code == 2 and "no job 6" in err
+    from sdnmpi.cli.routes import job_nodes  # `routes path --job 5 -m`: ranks to hosts
+
+    assert job_nodes(manager, 5) == {0: "h1", 1: "h5"}
 
 
 def test_run_rejects_half_tls_options(capsys, sock_dir: Path):

@@ -208,3 +208,20 @@ def test_connections_per_request_or_kept_across_a_restart(
         assert again.jobs() == {}
     assert restarting.connections == 3  # each dead connection replaced once, silently
     again.close()
+
+
+def test_inspection_requests_are_what_the_controller_checks(serve: Callable[..., Server]) -> None:
+    from sdnmpi.controller import inspectapi
+
+    srv = serve(ok())
+    api = Client(srv.path)
+    api.route_trace("h1", "h3")
+    api.route_trace(0, 1, job="7", primitive="bcast", source="intended")
+    api.route_table("leaf1")
+    api.status()
+    assert [r["op"] for r in srv.requests] == ["route_trace"] * 2 + ["route_table", "status"]
+    assert srv.requests[1] == {"op": "route_trace", "src": 0, "dst": 1, "job": "7",
+                               "primitive": "bcast", "source": "intended"}  # fmt: skip
+    for req in srv.requests:
+        assert set(req) <= controller_api.OPS[req["op"]]
+        assert inspectapi.check(req) == req["op"]

@@ -139,6 +139,65 @@ def run_command(
     run(settings, ListenConfig(listen_host, port))
 
 
+@app.command("status")
+def status_command(
+    api: Path = typer.Option(
+        ...,
+        "--controller-api",
+        "-a",
+        help="The controller's --api-socket.",
+        envvar="SDNMPI_CONTROLLER_API",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (docs/INSPECT.md)."),
+) -> None:
+    """Is the controller up: switches, links, hosts, jobs, rules per switch, uptime."""
+    import json
+
+    from sdnmpi.cli.routes import ask
+
+    reply = ask(api, "status")
+    reply.pop("ok", None)
+    if as_json:
+        typer.echo(json.dumps(reply, indent=1))
+        return
+    typer.echo(format_status(str(api), reply))
+
+
+def format_status(api: str, r: dict[str, object]) -> str:
+    """A ``status`` reply as text."""
+
+    def secs(v: object) -> str:
+        return f"{v:.1f} s" if isinstance(v, float | int) else "?"
+
+    def ago(v: object) -> str:
+        return "never" if v is None else f"{secs(v)} ago"
+
+    up = r.get("uptime_s")
+    jobs = r.get("jobs") or {}
+    tagged = r.get("tagged_jobs") or {}
+    assert isinstance(jobs, dict)
+    assert isinstance(tagged, dict)
+    joined = [
+        f"{j} (slot {e['slot']}, {e['joined']}/{e['nprocs']} ranks)" for j, e in tagged.items()
+    ]
+    lines = [
+        f"controller {api}: up {secs(up)}; {'synced' if r.get('synced') else 'NOT synced yet'}, "
+        f"last sync {ago(r.get('last_sync_ago_s'))}",
+        f"fabric: {r.get('switches')} switches, {r.get('links')} links, {r.get('hosts')} hosts "
+        f"({r.get('hosts_seen')} seen, {r.get('routable_hosts')} routable); "
+        f"default router {r.get('router') or '-'}, job rules {r.get('job_rules')}",
+        "job routes: " + (", ".join(f"{j} ({n} pairs)" for j, n in jobs.items()) or "none"),
+        "tagged jobs: " + (", ".join(joined) or "none"),
+        "rules per switch:",
+    ]
+    rules = r.get("rules") or {}
+    assert isinstance(rules, dict)
+    for name, info in rules.items():
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(info["by_kind"].items()))
+        lines.append(f"  {name:<12} {info['rules']:>6}  ({kinds})")
+    return "\n".join(lines)
+
+
 @app.command("plot-stats")
 def plot_stats_command(
     stats_file: Path = typer.Argument(..., help="A --stats-out file (JSON or CSV)."),

@@ -173,11 +173,17 @@ def _workload(
     return evaluation.Workload(spec, pattern, place)
 
 
-def routers_command() -> None:
+def routers_command(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (docs/cli-json.md)."),
+) -> None:
     """The routers, with what they do and where they come from."""
+    infos = [router_info(name) for name in ROUTERS]
+    if as_json:
+        rows = [{"name": i.name, "description": i.description, "source": i.citation} for i in infos]
+        typer.echo(json.dumps({"schema": "sdnmpi.routers/1", "routers": rows}, indent=1))
+        return
     table = Table("router", "description", "source")
-    for name in ROUTERS:
-        i = router_info(name)
+    for i in infos:
         table.add_row(i.name, i.description, i.citation)
     console.print(table)
 

@@ -254,6 +254,7 @@ def job_command(
 
 @app.command("status")
 def status_command(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (docs/cli-json.md)."),
     manager: str | None = MANAGER_OPT,
     tls_ca: Path | None = TLS_CA_OPT,
     token_file: Path | None = TOKEN_FILE_OPT,
@@ -266,6 +267,11 @@ def status_command(
     counts: dict[str, int] = {}
     for j in jobs:
         counts[_state(j.state)] = counts.get(_state(j.state), 0) + 1
+    if as_json:
+        out = {"schema": "sdnmpi.manager-status/1", "manager": target, "up": True,
+               "jobs": dict(sorted(counts.items())), "patterns": len(patterns)}  # fmt: skip
+        typer.echo(json.dumps(out, indent=1))
+        return
     states = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())) or "no jobs"
     console.print(
         f"manager {target}: up; {states}; {len(patterns)} stored patterns", highlight=False

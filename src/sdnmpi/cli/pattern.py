@@ -187,14 +187,18 @@ def list_specs(
     manager: str | None = typer.Option(
         None, "--manager", "-m", help="List the patterns stored in this manager instead."
     ),
-    as_json: bool = typer.Option(False, "--json", help="With --manager: print JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (docs/cli-json.md)."),
 ) -> None:
     """The collectives, their algorithms, and the mini-apps with their parameters."""
     if manager is not None:
         _list_stored(manager, as_json)
         return
+    rows = workloads.catalog()
+    if as_json:
+        typer.echo(json.dumps({"schema": "sdnmpi.pattern-specs/1", "specs": rows}, indent=1))
+        return
     table = Table("spec", "parameters", "description", title="pattern specs")
-    for row in workloads.catalog():
+    for row in rows:
         table.add_row(row["name"], row["parameters"], row["description"])
     console.print(table)
 

@@ -16,7 +16,6 @@ from sdnmpi.cli.output import written
 from sdnmpi.cluster import jobs as stream_jobs
 from sdnmpi.cluster import summary
 from sdnmpi.cluster.replay import ALLOCATIONS, ROUTERS, ReplayConfig, replay
-from sdnmpi.core.generators import fat_tree
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError
 from sdnmpi.formats.swf import load_swf
@@ -30,7 +29,11 @@ err_console = Console(stderr=True, emoji=False, markup=False)
 @app.command("replay")
 def replay_command(
     topology: str = typer.Option(
-        "fat_tree:8", "--topology", "-t", help="fat_tree:K, a preset or a topology file."
+        "fat_tree:8",
+        "--topology",
+        "-t",
+        help="A generator spec (fat_tree:8, leaf-spine:leaves=4,spines=2,hosts=8), "
+        "a preset or a topology file.",
     ),
     swf: Path | None = typer.Option(None, "--swf", help="An SWF log (Parallel Workloads Archive)."),
     limit: int | None = typer.Option(None, "--limit", help="Replay the log's first N jobs."),
@@ -79,12 +82,7 @@ def replay_command(
 
 
 def _topology(spec: str) -> Topology:
-    if spec.startswith("fat_tree:"):
-        k = spec.partition(":")[2]
-        if not k.isdigit() or int(k) < 2 or int(k) % 2:
-            raise ConfigError(f"topology {spec!r}: want fat_tree:K with an even K >= 2")
-        return fat_tree(int(k))
-    return catalog.load_topology(spec)
+    return catalog.load_topology(spec)  # fat_tree:8 is the generator spec fat-tree:k=8
 
 
 def _pair(text: str) -> tuple[float, float]:

@@ -87,16 +87,34 @@ def _export_format(fmt: str | None, output: Path | None) -> str:
 
 
 @app.command("list")
-def list_presets() -> None:
-    """The topology presets."""
-    table = Table("preset", "hosts", "switches", "links", "description")
+def list_presets(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (docs/cli-json.md)."),
+) -> None:
+    """The topology presets and generators (``fat-tree:k=8`` wherever a topology is taken)."""
+    from sdnmpi.core import topospecs
+
+    presets: list[dict[str, Any]] = []
     for name, factory in sorted(catalog.TOPOLOGY_PRESETS.items()):
         topo = factory()
         doc = (factory.__doc__ or "").strip().splitlines()[0] if factory.__doc__ else ""
+        row: dict[str, Any] = {"name": name, "hosts": len(topo.hosts)}
+        row |= {"switches": len(topo.switches), "links": len(topo.links), "description": doc}
+        presets.append(row)
+    gens = topospecs.catalog()
+    if as_json:
+        doc_out = {"schema": "sdnmpi.topology-list/1", "presets": presets, "generators": gens}
+        typer.echo(json.dumps(doc_out, indent=1))
+        return
+    table = Table("preset", "hosts", "switches", "links", "description")
+    for p in presets:
         table.add_row(
-            name, str(len(topo.hosts)), str(len(topo.switches)), str(len(topo.links)), doc
+            p["name"], str(p["hosts"]), str(p["switches"]), str(p["links"]), p["description"]
         )
     console.print(table)
+    gen = Table("generator", "parameters (=default)", "description", title="generators")
+    for g in gens:
+        gen.add_row(g["name"], g["parameters"], g["description"])
+    console.print(gen)
 
 
 def _render(s: dict[str, Any], links: bool) -> None:

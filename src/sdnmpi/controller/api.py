@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sdnmpi.controller import layout, measure
+from sdnmpi.controller import inspectapi, layout, measure
 from sdnmpi.controller.flows import FlowRule, Message
 from sdnmpi.controller.jobstore import JobPairs, StoredState
 from sdnmpi.controller.planner import Planner
@@ -30,6 +30,7 @@ from sdnmpi.controller.tagservice import RestoreError, TagService
 from sdnmpi.errors import ConfigError, FormatError, SdnMpiError
 from sdnmpi.formats.native import topology_to_dict
 from sdnmpi.wire.controller_api import (
+    INSPECT_OPS,
     JOB_OPS,
     MEASURE_OPS,
     PERSISTED_TAG_OPS,
@@ -78,6 +79,10 @@ class Answer:
     counters: CounterRead | None = None
     label: str = ""
     undo: Callable[[str], Answer] | None = None
+    #: Inspection (``route_trace``, ``route_table``): read these switches' flow tables,
+    #: then ``finish`` gives the reply from their rules by dpid.
+    tables: tuple[int, ...] = ()
+    finish: Callable[[Mapping[int, Sequence[FlowRule]]], dict[str, Any]] | None = None
 
     @property
     def flow_mods(self) -> int:
@@ -113,6 +118,10 @@ class ApiHandler:
         #: Set by the shim once the fabric is discovered and first synced: requests
         #: that change rules are refused until then.
         self.synced = False
+        #: Wall-clock times set by the shim (``status``): start and the last sync.
+        self.now: Callable[[], float] = lambda: 0.0
+        self.started_at: float | None = None
+        self.last_sync_at: float | None = None
 
     @property
     def job_pairs(self) -> dict[int, JobPairs]:
@@ -141,6 +150,8 @@ class ApiHandler:
         }
         if req is not None and op in ops:
             return ops[str(op)](req)
+        if req is not None and op in INSPECT_OPS:
+            return self._inspect(req)
         if req is not None and op in QUERY_OPS and set(req) == {"op"}:
             return self._query(str(op))
         try:
@@ -233,6 +244,16 @@ class ApiHandler:
         if topo is None:
             return refused(NOT_DISCOVERED)
         return Answer({"ok": True, "topology": topology_to_dict(topo)})
+
+    def _inspect(self, req: dict[str, Any]) -> Answer:
+        """``route_trace``, ``route_table``, ``status`` (:mod:`~sdnmpi.controller.inspectapi`)."""
+        try:
+            got = inspectapi.inspect(self, req)
+        except SdnMpiError as exc:
+            return refused(str(exc))
+        if got.reply is not None:
+            return Answer(got.reply)
+        return Answer({}, tables=got.tables, finish=got.finish)
 
     def _measure(self, req: dict[str, Any]) -> Answer:
         """Measurement jobs (:mod:`~sdnmpi.controller.measure`): per-pair byte counters."""

@@ -154,6 +154,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         #: The API's requests and the state they change (job routes, tagged jobs,
         #: measurement jobs), pure: this shim only moves bytes and messages for it.
         self.api = ApiHandler(self.planner)
+        self.api.now, self.api.started_at = time.time, time.time()
         self.api.tags.port_load = self.stats.tx_load
         self.threads.append(hub.spawn(self._sync_loop))
         self.threads.append(hub.spawn(self._stats_loop))
@@ -357,6 +358,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 self._save_jobs()
         self.sync.synced()
         self.api.synced = True
+        self.api.last_sync_at = time.time()
         t0 = time.monotonic()
         messages = restored + self.planner.sync()
         mods = sum(isinstance(m, FlowRule) for m in messages)
@@ -499,6 +501,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                     confirmed = True
                 if answer.counters is not None:
                     return self.api.counted(answer.counters, self._read_counters(answer.counters))
+                if answer.finish is not None:
+                    return answer.finish(self._read_tables(answer.tables))
         except SdnMpiError as exc:
             return {"ok": False, "error": str(exc)}
         except Exception as exc:
@@ -514,15 +518,35 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
     def _read_counters(self, read: CounterRead) -> dict[int, list[tuple[str, str, int]]]:
         """Ask the switches for the job's rule counters (lock held, released while
         waiting); (eth_src, eth_dst, bytes) rows by switch."""
+        got = self._read_flows(read.dpids, read.cookie, layout.FULL_MASK)
+        return {dpid: [counter_row(st) for st in body] for dpid, body in got.items()}
+
+    def _read_tables(self, dpids: tuple[int, ...]) -> dict[int, list[FlowRule]]:
+        """Every rule the switches hold (inspection: ``route_trace``, ``route_table``);
+        a rule this controller cannot decode (another controller's) is left out of the
+        trace but counted in a table by its cookie, priority and match when it can be."""
+        got = self._read_flows(dpids, 0, 0)
+        out: dict[int, list[FlowRule]] = {}
+        for dpid, body in got.items():
+            rules = out.setdefault(dpid, [])
+            for st in body:
+                try:
+                    rules.append(rule_from_stats(dpid, st))
+                except (FlowRuleError, ValueError, KeyError, TypeError) as exc:
+                    log.info("switch %#x: a rule not decoded (%s)", dpid, exc)
+        return out
+
+    def _read_flows(self, dpids: tuple[int, ...], cookie: int, mask: int) -> dict[int, list[Any]]:
+        """Flow statistics of the switches' rules whose cookie agrees with ``cookie``
+        under ``mask`` (lock held, released while waiting), by switch."""
         waiting: dict[int, int] = {}
-        for dpid in read.dpids:
+        for dpid in dpids:
             dp = self.datapaths.get(dpid)
             if dp is None:
                 raise ConfigError(f"switch {dpid:#x} is not connected")
             ofp, parser = dp.ofproto, dp.ofproto_parser
             req = parser.OFPFlowStatsRequest(
-                dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
-                read.cookie, layout.FULL_MASK, parser.OFPMatch(),
+                dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, cookie, mask, parser.OFPMatch(),
             )  # fmt: skip
             dp.set_xid(req)
             self._counters[req.xid] = []
@@ -535,10 +559,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 if left <= 0:
                     raise ConfigError("switches did not answer the flow statistics request")
                 self._confirmed.wait(left)
-            return {
-                dpid: [counter_row(st) for st in self._counters[xid]]
-                for xid, dpid in waiting.items()
-            }
+            return {dpid: list(self._counters[xid]) for xid, dpid in waiting.items()}
         finally:
             for xid in waiting:
                 self._counters.pop(xid, None)

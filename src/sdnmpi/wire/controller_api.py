@@ -66,8 +66,22 @@ MEASURE_OPS: Final[dict[str, frozenset[str]]] = {
     "measure_read": frozenset({"op", "job_id"}),
     "measure_stop": frozenset({"op", "job_id"}),
 }
-#: Every op and the keys its request has (all of them, no others).
-OPS: Final[dict[str, frozenset[str]]] = {**JOB_OPS, **QUERY_OPS, **TAG_OPS, **MEASURE_OPS}
+#: Inspection (``sdnmpi routes``, ``sdnmpi controller status``; docs/INSPECT.md):
+#: read-only.  The keys a request may have (``op`` and the first ones are required:
+#: ``src`` and ``dst`` of ``route_trace``, ``switch`` of ``route_table``).
+INSPECT_OPS: Final[dict[str, frozenset[str]]] = {
+    "route_trace": frozenset({"op", "src", "dst", "job", "primitive", "source"}),
+    "route_table": frozenset({"op", "switch", "source"}),
+    "status": frozenset({"op"}),
+}
+#: Where a trace reads the tables: the switches (``OFPFlowStatsRequest``) or the
+#: controller's intended state.
+TRACE_SOURCES: Final = ("switch", "intended")
+#: Every op and the keys its request has (all of them, no others; optional ones of
+#: :data:`INSPECT_OPS` may be left out).
+OPS: Final[dict[str, frozenset[str]]] = {
+    **JOB_OPS, **QUERY_OPS, **TAG_OPS, **MEASURE_OPS, **INSPECT_OPS
+}  # fmt: skip
 #: A reply longer than this is refused (a whole fabric's topology or job table fits).
 MAX_REPLY_BYTES: Final = 256 * 1024 * 1024
 
@@ -333,6 +347,34 @@ class Client:
     def measure_stop(self, job_id: int) -> None:
         """Remove the measurement job's rules."""
         self.request({"op": "measure_stop", "job_id": job_id})
+
+    # --- inspection ---
+    def route_trace(
+        self,
+        src: str | int,
+        dst: str | int,
+        *,
+        job: str | None = None,
+        primitive: str | None = None,
+        source: str = "switch",
+    ) -> dict[str, Any]:
+        """The path a packet from ``src`` to ``dst`` takes, hop by hop (docs/INSPECT.md):
+        hosts by name, IP or MAC, or ranks of tagged job ``job`` (and with ``primitive``
+        the tagged packets of that MPI primitive)."""
+        req: dict[str, Any] = {"op": "route_trace", "src": src, "dst": dst, "source": source}
+        if job is not None:
+            req["job"] = job
+        if primitive is not None:
+            req["primitive"] = primitive
+        return self.request(req)
+
+    def route_table(self, switch: str) -> dict[str, Any]:
+        """Switch ``switch``'s table as intended against what it holds, and the diff."""
+        return self.request({"op": "route_table", "switch": switch})
+
+    def status(self) -> dict[str, Any]:
+        """The controller's state: fabric, jobs, rules per switch, uptime, last sync."""
+        return self.request({"op": "status"})
 
     # --- the connection ---
     def _exchange(self, request: dict[str, Any]) -> dict[str, Any]:
