@@ -34,6 +34,7 @@ GROUPS = {
     "agent": "sdnmpi.cli.agent",
     "manager": "sdnmpi.cli.manager",
     "stream": "sdnmpi.cli.stream",
+    "config": "sdnmpi.cli.config",
 }
 #: Single commands: name -> (module, function).
 COMMANDS = {
