@@ -20,6 +20,11 @@ from sdnmpi.emu import fabriclock
 
 REPO = Path(__file__).resolve().parent.parent
 
+#: The daemons the tests start (and their subprocesses) read no configuration file:
+#: an administrator's /etc/sdnmpi/sdnmpi.toml on this machine would change them
+#: (docs/CONFIG.md).  Tests of the file set their own.
+os.environ["SDNMPI_CONFIG"] = ""
+
 #: Shared fixtures and what a test that uses one needs (the marks are derived here,
 #: not repeated on every test).
 FIXTURE_MARKS: dict[str, tuple[str, ...]] = {

@@ -12,6 +12,7 @@ from types import FrameType
 
 import typer
 
+from sdnmpi.cli.configfile import config_option
 from sdnmpi.errors import ConfigError
 
 app = typer.Typer(help="The node agent: tags MPI packets with their MPI context.")
@@ -21,6 +22,7 @@ DEFAULT_SOCKET = Path("/run/sdnmpi/agent.sock")
 
 @app.command("run")
 def run_command(
+    config_file: Path | None = config_option("agent"),
     iface: str = typer.Option(..., "--iface", "-i", help="Fabric interface to tag on."),
     socket_path: Path = typer.Option(
         DEFAULT_SOCKET, "--socket", help="Unix socket the ranks register on (mode 0666)."

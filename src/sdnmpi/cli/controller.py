@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from sdnmpi import catalog
+from sdnmpi.cli.configfile import config_option
 from sdnmpi.errors import ConfigError
 
 app = typer.Typer(help="The OpenFlow interconnect controller (os-ken).", no_args_is_help=True)
@@ -15,6 +16,7 @@ app = typer.Typer(help="The OpenFlow interconnect controller (os-ken).", no_args
 
 @app.command("run")
 def run_command(
+    config_file: Path | None = config_option("controller"),
     port: int = typer.Option(6653, "--port", "-p", help="OpenFlow TCP port to listen on."),
     listen_host: str = typer.Option(
         "127.0.0.1", "--listen-host", help="Address to listen on (os-ken's default is all)."

@@ -35,6 +35,7 @@ GROUPS = {
     "manager": "sdnmpi.cli.manager",
     "stream": "sdnmpi.cli.stream",
     "routes": "sdnmpi.cli.routes",
+    "config": "sdnmpi.cli.config",
 }
 #: Single commands: name -> (module, function).
 COMMANDS = {

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from sdnmpi.cli.configfile import config_option
 from sdnmpi.errors import ConfigError
 from sdnmpi.manager.client import DEFAULT_SOCKET, ManagerClient, default_target
 from sdnmpi.manager.model import Kind, ManagerError
@@ -65,6 +66,7 @@ def client(
 
 @app.command("run")
 def run_command(
+    config_file: Path | None = config_option("manager"),
     socket_path: Path = typer.Option(
         Path(DEFAULT_SOCKET), "--socket", help="Public Unix socket (mode 0666)."
     ),
