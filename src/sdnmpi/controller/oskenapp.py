@@ -155,6 +155,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         #: measurement jobs), pure: this shim only moves bytes and messages for it.
         self.api = ApiHandler(self.planner)
         self.api.tags.port_load = self.stats.tx_load
+        self.api.port_rates = self.stats.latest
         self.threads.append(hub.spawn(self._sync_loop))
         self.threads.append(hub.spawn(self._stats_loop))
         if self.cfg.api_socket is not None:
