@@ -10,14 +10,10 @@ docs/console.png.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -33,58 +29,25 @@ from sdnmpi.emu.plan import FabricPlan
 from sdnmpi.manager.client import ManagerClient
 from sdnmpi.testing.waits import free_port, wait_for
 from tests.console.browser import CHROMIUM, Browser
+from tests.console.support import (
+    BUSY_BPS,
+    SDNMPI,
+    counter_to_page,
+    port_towards,
+    shown_bps,
+    start,
+    stop,
+)
 from tests.controller_integration.support import Controller, api, controlled_fabric
-from tests.emu.support import ofctl, require_root_and_tools
+from tests.emu.support import require_root_and_tools
 from tests.manager.test_server import write_pattern
 
 pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-SDNMPI = [sys.executable, "-c", "from sdnmpi.cli.main import main; main()"]
 JOB = 7
 #: The controller polls port statistics this often for the console (the default is 2 s).
 STATS_INTERVAL = "0.5"
-BUSY_BPS = 1e6
-
-
-def start(argv: list[str], log: Path, ready: str, timeout: float = 30) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-
-    def up() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"{argv[3:5]} exited: {log.read_text(errors='replace')}")
-        return ready in log.read_text(errors="replace")
-
-    wait_for(ready, up, timeout)
-    return proc
-
-
-def stop(proc: subprocess.Popen[bytes]) -> int:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            return proc.wait(timeout=10)
-    return proc.wait(timeout=5)
-
-
-def tx_bytes(plan: FabricPlan, switch: str, port: int) -> int:
-    bridge = next(b.bridge for b in plan.bridges if b.switch == switch)
-    out = ofctl(plan, "dump-ports", bridge, str(port))
-    found = re.search(r"tx pkts=\d+, bytes=(\d+)", out)
-    assert found is not None, out
-    return int(found.group(1))
-
-
-def port_towards(model: Topology, switch: str, peer: str) -> int:
-    ln = next(ln for ln in model.links if {ln.src, ln.dst} == {switch, peer})
-    return ln.src_port if ln.src == switch else ln.dst_port
-
-
-def shown_bps(browser: Browser, link: str) -> float:
-    value = browser.js(f"document.querySelector('text.load[data-link=\"{link}\"]')?.dataset.bps")
-    return float(value or 0)
 
 
 def bench() -> Path:
@@ -178,23 +141,12 @@ def _run(
               "--hosts", "h1,h3", "--timeout", "90", "--", str(exe), "pairs", "--oneway",
               "--shift", "1", "--size", str(1 << 20), "--duration", "8", "--warmup", "1",
               "--json"]  # fmt: skip
-    base = tx_bytes(plan, "leaf1", leaf_port)
     job = subprocess.Popen(mpirun, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        # counter moved (between `before` and `moved`) -> page shows it (`shown`)
-        before = moved = shown = None
-        deadline = time.monotonic() + 60
-        while shown is None and time.monotonic() < deadline and job.poll() is None:
-            now = time.monotonic()
-            if moved is None:
-                if tx_bytes(plan, "leaf1", leaf_port) - base > 64 * 1024:
-                    moved = now
-                else:
-                    before = now
-            if moved is not None and shown_bps(browser, uplink) > BUSY_BPS:
-                shown = time.monotonic()
-            time.sleep(0.01)
-        assert before is not None and moved is not None and shown is not None, job.poll()
+        delay = counter_to_page(
+            browser, plan, "leaf1", leaf_port, uplink, lambda: job.poll() is None
+        )
+        assert delay is not None, job.poll()
         time.sleep(1.0)
         first = shown_bps(browser, uplink)
         browser.screenshot(tmp_path / "console.png")
@@ -214,8 +166,8 @@ def _run(
         shutil.copy(tmp_path / "console.png", ROOT / "docs" / "console.png")
     result = json.loads(next(ln for ln in out.splitlines() if ln.startswith("{")))["results"][0]
     print(
-        f"\nconsole: leaf1->{spine} counter moved at +0 s (seen between {moved - before:.3f} s); "
-        f"page showed it after {shown - moved:.3f} s (at most {shown - before:.3f} s); "
+        f"\nconsole: leaf1->{spine} counter moved, the page showed it {delay.low:.3f} s later "
+        f"(at most {delay.high:.3f} s); "
         f"loads shown {first / 1e6:.1f}, {second / 1e6:.1f} Mbit/s "
         f"(MPI {result['iterations']} x 1 MiB); controller --stats-interval {STATS_INTERVAL}; "
         f"screenshot {tmp_path / 'console.png'}"
