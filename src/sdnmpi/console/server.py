@@ -205,6 +205,10 @@ class _Server(ThreadingHTTPServer):
             return
         super().process_request(request, client_address)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a browser that went away mid-request (reset, timeout): not worth a traceback
+        log.debug("console: connection from %s failed", client_address, exc_info=True)
+
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
