@@ -117,19 +117,39 @@ def _run(
     uplink = f"leaf1|{spine}"
     job_links = {link_id(a, b) for p in routes[str(JOB)].values() for a, b in pairwise(p)}
 
+    # a tagged job as node agents report one (ranks 0, 1 on h2, h4; a broadcast announced)
+    coll = {"name": "bcast", "root": 0, "count": 1 << 20, "type_bytes": 1, "comm": None}
+    assert api(ctl, {"op": "tag_collectives", "job": "9", "collectives": [coll]})["ok"]
+    for rank, host in enumerate(["h2", "h4"]):
+        req = {"op": "tag_join", "job": "9", "rank": rank, "nprocs": 2, "host": host}
+        assert api(ctl, req)["ok"]
+    tagged = api(ctl, {"op": "tagged"})["tagged"]
+    assert isinstance(tagged, dict)
+    bcast_links = {
+        link_id(a, b) for f in tagged["9"]["routes"]["bcast"] for a, b in pairwise(f["path"])
+    }
+
     browser = Browser(tmp_path / "chromium.log")
     browser.open(f"http://127.0.0.1:{port}/")
     drawn = (
         f"[...document.querySelectorAll('line.path[data-job=\"{JOB}\"]')].map(e => e.dataset.link)"
     )
     wait_for("the job's path on the page", lambda: set(browser.js(drawn) or []) == job_links, 20)
+    prim = "line.path[data-tagged-job='9'][data-primitive='bcast']"
+    shown = browser.js(f'[...document.querySelectorAll("{prim}")].map(e => e.dataset.link)')
+    assert bcast_links and set(shown) == bcast_links
     row = (
         f"[...document.querySelectorAll('#jobs tr[data-job=\"{JOB}\"] td')].map(e => e.textContent)"
     )
     cells = browser.js(row)
     assert cells[0] == str(JOB) and cells[1] == "bench" and cells[2] == "routed", cells
     ranks = "[...document.querySelectorAll('text.ranks')].map(e => e.dataset.host + e.textContent)"
-    assert set(browser.js(ranks)) >= {f"h1rank {JOB}:0", f"h3rank {JOB}:1"}
+    assert set(browser.js(ranks)) >= {
+        f"h1rank {JOB}:0",
+        f"h3rank {JOB}:1",
+        "h2rank 9:0",
+        "h4rank 9:1",
+    }
     switches = browser.js("[...document.querySelectorAll('rect.switch')].map(e => e.dataset.node)")
     assert sorted(switches) == ["leaf1", "leaf2", "spine1", "spine2"]
     wait_for("loads on the page", lambda: browser.js("document.body.dataset.loadsServed"), 10)
