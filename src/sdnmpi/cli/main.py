@@ -31,6 +31,7 @@ GROUPS = {
     "pattern": "sdnmpi.cli.pattern",
     "emu": "sdnmpi.cli.emu",
     "controller": "sdnmpi.cli.controller",
+    "console": "sdnmpi.cli.console",
     "agent": "sdnmpi.cli.agent",
     "manager": "sdnmpi.cli.manager",
     "stream": "sdnmpi.cli.stream",

@@ -18,15 +18,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sdnmpi.controller import inspectapi, layout, measure
 from sdnmpi.controller.flows import FlowRule, Message
 from sdnmpi.controller.jobstore import JobPairs, StoredState
 from sdnmpi.controller.planner import Planner
+from sdnmpi.controller.portstats import PortRate
 from sdnmpi.controller.routes import Route
 from sdnmpi.controller.tagservice import RestoreError, TagService
+from sdnmpi.controller.tagview import tagged_routes
 from sdnmpi.errors import ConfigError, FormatError, SdnMpiError
 from sdnmpi.formats.native import topology_to_dict
 from sdnmpi.wire.controller_api import (
@@ -122,6 +124,8 @@ class ApiHandler:
         self.now: Callable[[], float] = lambda: 0.0
         self.started_at: float | None = None
         self.last_sync_at: float | None = None
+        #: The shim's last port rates (the ``port_stats`` query; none without a shim).
+        self.port_rates: Callable[[], list[PortRate]] = list
 
     @property
     def job_pairs(self) -> dict[int, JobPairs]:
@@ -231,7 +235,12 @@ class ApiHandler:
 
     def _query(self, op: str) -> Answer:
         """Read-only ops: ``topology`` (the live fabric), ``jobs`` (job routes held) and
-        ``rules`` (job rules per switch)."""
+        ``rules`` (job rules per switch), ``port_stats`` (each port's last rates) and
+        ``tagged`` (tagged jobs' routes per primitive)."""
+        if op == "port_stats":
+            return Answer({"ok": True, "ports": [asdict(r) for r in self.port_rates()]})
+        if op == "tagged":
+            return Answer({"ok": True, "tagged": tagged_routes(self.planner)})
         if op == "jobs":
             held = {str(job): encode_pairs(p) for job, p in sorted(self.job_pairs.items())}
             return Answer({"ok": True, "jobs": held})

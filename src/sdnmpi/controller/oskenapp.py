@@ -156,6 +156,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self.api = ApiHandler(self.planner)
         self.api.now, self.api.started_at = time.time, time.time()
         self.api.tags.port_load = self.stats.tx_load
+        self.api.port_rates = self.stats.latest
         self.threads.append(hub.spawn(self._sync_loop))
         self.threads.append(hub.spawn(self._stats_loop))
         if self.cfg.api_socket is not None:

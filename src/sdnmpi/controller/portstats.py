@@ -99,6 +99,17 @@ class PortStats:
         """
         return {k: self._series[k][-1].tx_bps for k in self._last if self._series.get(k)}
 
+    def latest(self) -> list[PortRate]:
+        """The last rate of every port of a connected switch, by port (what the live
+        console shows).
+
+        >>> s = PortStats()
+        >>> _ = s.add(1, 2, rx_bytes=0, tx_bytes=0, now=0.0)
+        >>> s.add(1, 2, rx_bytes=250, tx_bytes=0, now=2.0) == s.latest()[0]
+        True
+        """
+        return [self._series[k][-1] for k in sorted(self._last) if self._series.get(k)]
+
     def series(self) -> list[PortRate]:
         """Every recorded rate, by port then time."""
         return [r for _, rates in sorted(self._series.items()) for r in rates]

@@ -40,6 +40,8 @@ QUERY_OPS: Final[dict[str, frozenset[str]]] = {
     "topology": frozenset({"op"}),
     "jobs": frozenset({"op"}),
     "rules": frozenset({"op"}),
+    "port_stats": frozenset({"op"}),
+    "tagged": frozenset({"op"}),
 }
 #: The node agents' reports of tagged jobs (:mod:`sdnmpi.controller.tagservice`).
 TAG_OPS: Final[dict[str, frozenset[str]]] = {
@@ -271,6 +273,22 @@ class Client:
         if not isinstance(reply.get("rules"), dict):
             raise self._unreachable("rules reply has no rules object")
         return {k: reply.get(k) for k in ("mode", "budget", "rules")}
+
+    def port_stats(self) -> list[dict[str, Any]]:
+        """The last measured rate of every switch port: ``dpid``, ``port_no``,
+        ``time_s`` (Unix time of the sample), ``rx_bps``, ``tx_bps``."""
+        ports = self.request({"op": "port_stats"}).get("ports")
+        if not isinstance(ports, list):
+            raise self._unreachable("port_stats reply has no ports list")
+        return ports
+
+    def tagged(self) -> dict[str, Any]:
+        """The tagged jobs by planner job id: ``slot``, ``regime``, ``rank_hosts`` and
+        the path of each flow by primitive (``routes``)."""
+        jobs = self.request({"op": "tagged"}).get("tagged")
+        if not isinstance(jobs, dict):
+            raise self._unreachable("tagged reply has no tagged object")
+        return jobs
 
     def install_job(self, job_id: int, pairs: PairPaths) -> Installed:
         """Install (or replace) a job's routes; returns once the switches confirmed."""
