@@ -59,9 +59,9 @@ def object_path(name: str, env: dict[str, str] | None = None) -> Path:
     >>> object_path("tagger.bpf.o", {"SDNMPI_BPF_DIR": "/usr/lib/sdnmpi/bpf"})
     PosixPath('/usr/lib/sdnmpi/bpf/tagger.bpf.o')
     """
-    env = os.environ if env is None else env
-    where = env.get(OBJECT_DIR_ENV)
-    return Path(where) / name if where else artefacts.path(f"bpf/{name}", env)
+    environ = os.environ if env is None else env
+    where = environ.get(OBJECT_DIR_ENV)
+    return Path(where) / name if where else artefacts.path(f"bpf/{name}", environ)
 
 
 # --- option structs (libbpf 1.1 layouts, x86-64) ---
