@@ -1,12 +1,7 @@
-"""Issue 16, install: the wheel and sdist from a clean clone, ``make install`` into a
-fresh prefix, its systemd units, and the emulated demo run from the installed files only.
-
-Dependencies: the prefix's venv gets the wheel with ``--no-deps`` and a ``.pth`` naming
-the site-packages of the interpreter running these tests (which has every dependency),
-so a test does not download ~140 packages (a full ``pip install`` of the wheel from the
-PyPI mirror took 54 s here, docs/INSTALL.md).  Only this test does that; ``make
-install`` installs the dependencies.  ``SDNMPI_INSTALL_FULL=1`` makes the tests do the
-full install too.
+"""Issue 16, install: the wheel and sdist from a clean clone of HEAD, ``make install``
+of the working tree into a fresh prefix (and staged under DESTDIR), its systemd units
+(``systemd-analyze verify`` and ``security``).  The demo from the installed files is in
+test_installed_demo.py; dependencies of the venvs made here: tests/install/support.py.
 """
 
 from __future__ import annotations
@@ -15,81 +10,18 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import zipfile
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from sdnmpi import catalog
-from sdnmpi.core.generators import leaf_spine
-from sdnmpi.emu import agents, runner
-from sdnmpi.emu.plan import DEFAULT_STATE_ROOT, make_plan
-from sdnmpi.testing.waits import free_port, wait_for
-from tests.emu.support import (
-    assert_clean,
-    daemon_pids,
-    port_rx_bytes,
-    require_root_and_tools,
-    unique_name,
-)
+from tests.install.support import Installed, clean_env, make_install, pip_args, reuse_deps, run
 
-REPO = Path(__file__).resolve().parents[2]
 UNITS = ("sdnmpi-controller.service", "sdnmpi-manager.service", "sdnmpi-agent@.service")
 STUBS = ("sdnmpi/wire/manager_pb2.py", "sdnmpi/wire/manager_pb2_grpc.py")
-FULL = os.environ.get("SDNMPI_INSTALL_FULL") == "1"
-
-
-def run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
-    """``argv`` in :func:`clean_env` unless ``env`` is given; it must succeed.  (With the
-    test's PYTHONPATH=src, pip would take src/sdnmpi.egg-info for an installed sdnmpi.)"""
-    kw.setdefault("env", clean_env())
-    res = subprocess.run(argv, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload]
-    assert res.returncode == 0, f"{argv} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
-    return res  # type: ignore[no-any-return]
-
-
-def clean_env() -> dict[str, str]:
-    """The environment of a user of the installation: no checkout on the path, no
-    variable pointing at a build tree."""
-    drop = ("PYTHONPATH", "SDNMPI_LIBDIR", "SDNMPI_BUILD", "SDNMPI_BPF_DIR", "SDNMPI_IDLE_LIB")
-    return {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("VIRTUAL")}
-
-
-def reuse_deps(venv: Path) -> None:
-    """Unless SDNMPI_INSTALL_FULL=1: the test interpreter's site-packages behind the
-    venv's own (a ``.pth`` line is appended to sys.path, after the venv's packages)."""
-    if FULL:
-        return
-    site = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
-    (site / "zz-sdnmpi-test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-
-
-def pip_args() -> list[str]:
-    return [] if FULL else ["--no-deps"]
-
-
-@pytest.fixture(scope="module")
-def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A clean clone of this checkout's HEAD: no generated stubs, no build tree."""
-    dest = tmp_path_factory.mktemp("clone") / "sdnmpi"
-    run(["git", "clone", "--quiet", str(REPO), str(dest)])
-    assert not list((dest / "src/sdnmpi/wire").glob("manager_pb2*")), "stubs are committed"
-    return dest
-
-
-@pytest.fixture(scope="module")
-def wheel(clone: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), str(clone)])
-    (whl,) = out.glob("sdnmpi-*.whl")
-    return whl
 
 
 @pytest.mark.slow
@@ -127,42 +59,6 @@ def test_sdist_carries_proto_not_stubs_and_builds_a_wheel_with_them(
     run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), str(sdist)])
     (whl,) = out.glob("sdnmpi-*.whl")
     assert set(STUBS) <= set(zipfile.ZipFile(whl).namelist())
-
-
-@dataclass
-class Installed:
-    prefix: Path
-    log: str
-
-    @property
-    def bin(self) -> Path:
-        return self.prefix / "bin" / "sdnmpi"
-
-    @property
-    def libdir(self) -> Path:
-        return self.prefix / "lib" / "sdnmpi"
-
-    @property
-    def python(self) -> Path:
-        return self.libdir / "venv" / "bin" / "python"
-
-
-def make_install(prefix: Path, wheel: Path, destdir: Path | None = None) -> str:
-    argv = ["make", "-s", "-C", str(REPO), "install", f"PREFIX={prefix}", f"WHEEL={wheel}"]
-    argv += [f"PYTHON={sys.executable}", f"PIP_ARGS={' '.join(pip_args())}"]
-    if destdir is not None:
-        argv.append(f"DESTDIR={destdir}")
-    res = run(argv)
-    return res.stdout + res.stderr
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Installed:
-    """``make install PREFIX=<fresh>`` from this working tree (make csrc first)."""
-    prefix = tmp_path_factory.mktemp("prefix") / "sdnmpi"
-    log = make_install(prefix, wheel)
-    reuse_deps(prefix / "lib" / "sdnmpi" / "venv")
-    return Installed(prefix, log)
 
 
 @pytest.mark.toolchain
@@ -270,100 +166,3 @@ def test_units_hold_only_the_capabilities_they_need(installed: Installed) -> Non
     assert scores["sdnmpi-controller.service"] <= 2.0
     assert scores["sdnmpi-manager.service"] <= 2.0
     assert scores["sdnmpi-agent@.service"] <= 5.0
-
-
-# --- the demo from the installed files only ------------------------------------------
-
-
-class InstalledController:
-    """The installed ``sdnmpi controller run`` as our child, stopped by its PID."""
-
-    def __init__(self, inst: Installed, workdir: Path, topology: Path, *extra: str) -> None:
-        self.port = free_port()
-        self.api_path = workdir / "api.sock"
-        self.log_path = workdir / "controller.log"
-        argv = [str(inst.bin), "controller", "run", "--port", str(self.port), "--topology",
-                str(topology), "--api-socket", str(self.api_path), "--stats-interval", "1",
-                *extra]  # fmt: skip
-        with self.log_path.open("wb") as out:
-            self.proc = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, env=clean_env(), cwd=workdir
-            )
-        wait_for("the controller to listen", lambda: "listening on" in self.log(), 30)
-
-    def log(self) -> str:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"controller exited:\n{self.log_path.read_text()}")
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=5)
-
-
-@pytest.fixture
-def demo_fabric(
-    installed: Installed, tmp_path: Path
-) -> Iterator[tuple[Path, str, InstalledController]]:
-    require_root_and_tools()
-    model = leaf_spine(2, 2, 2)
-    topo = tmp_path / "topology.json"
-    catalog.save_topology(model, topo)
-    plan = make_plan(model, unique_name("inst"), state_root=DEFAULT_STATE_ROOT)
-    cli = [str(installed.bin)]
-    env = clean_env()
-    pinned = ("--primitives", "bcast=pinned:spine1,reduce=pinned:spine2")
-    ctl = InstalledController(installed, tmp_path, topo, *pinned)
-    pids: list[int] = []
-    try:
-        run([*cli, "emu", "up", "--topology", str(topo), "--name", plan.name,
-             "--controller", f"tcp:127.0.0.1:{ctl.port}"], env=env, cwd=tmp_path)  # fmt: skip
-        pids = daemon_pids(plan)
-        wait_for("LLDP discovery", lambda: "discovery complete" in ctl.log(), 60)
-        run([*cli, "emu", "agents", "up", "--name", plan.name, "--controller-api",
-             str(ctl.api_path)], env=env, cwd=tmp_path)  # fmt: skip
-        yield tmp_path, plan.name, ctl
-    finally:
-        subprocess.run([*cli, "emu", "agents", "down", "--name", plan.name], env=env,
-                       capture_output=True, check=False)  # fmt: skip
-        ctl.stop()
-        runner.down(plan.name)
-        assert_clean(plan, pids)
-
-
-@pytest.mark.root
-@pytest.mark.toolchain
-@pytest.mark.integration
-@pytest.mark.slow
-def test_demo_runs_from_the_installed_files_only(
-    installed: Installed, demo_fabric: tuple[Path, str, InstalledController]
-) -> None:
-    """Controller, fabric (ECN marker), node agents (tagger) and a real Open MPI job
-    under LD_PRELOAD=libsdnmpi.so (tag mode), every program and object from the prefix:
-    the Bcast loop's packets are tagged and cross spine1, as the pinned module says."""
-    workdir, name, ctl = demo_fabric
-    lib = installed.libdir / "openmpi"
-    plan = make_plan(leaf_spine(2, 2, 2), name, state_root=DEFAULT_STATE_ROOT)
-    spine1 = next(b.bridge for b in plan.bridges if b.switch == "spine1")
-    spine2 = next(b.bridge for b in plan.bridges if b.switch == "spine2")
-    size, iters = 1 << 20, 8
-    sock = agents.socket_template(plan)
-    env = [f"LD_PRELOAD={lib / 'libsdnmpi.so'}", "SDNMPI_MODE=tag", "SDNMPI_JOB=installed",
-           f"SDNMPI_AGENT_SOCKET={sock}"]  # fmt: skip
-    before = (sum(port_rx_bytes(plan, spine1).values()), sum(port_rx_bytes(plan, spine2).values()))
-    argv = [str(installed.bin), "emu", "mpirun", "--name", name, "-n", "2", "--mpi", "openmpi",
-            "--hosts", "h1,h3", "--timeout", "90", *(a for e in env for a in ("--env", e)),
-            "--", str(lib / "sdnmpi-bench"), "coll", "--op", "bcast", "--size", str(size),
-            "--iters", str(iters), "--warmup", "1", "--json"]  # fmt: skip
-    res = run(argv, env=clean_env(), cwd=workdir, timeout=150)
-    after = (sum(port_rx_bytes(plan, spine1).values()), sum(port_rx_bytes(plan, spine2).values()))
-    moved = {"spine1": after[0] - before[0], "spine2": after[1] - before[1]}
-    print(f"\ninstalled demo: spine bytes during the Bcast loop {moved}\n{res.stdout[-600:]}")
-    assert "running untagged" not in res.stderr, res.stderr
-    assert moved["spine1"] >= size * iters and moved["spine2"] < size * iters // 10, moved
-    assert "listening on" in ctl.log()  # and the installed controller still runs
