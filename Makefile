@@ -16,6 +16,7 @@ help:
 	@echo "make test   install what is missing, then run lint, type checks and all tests"
 	@echo "make install PREFIX=/usr/local [DESTDIR=] [PYTHON=/usr/bin/python3.11]  build and install (docs/INSTALL.md)"
 	@echo "make dist   the sdist and wheel in dist/ (the gRPC stubs generated into them)"
+	@echo "make demo-installed PREFIX=...  the emulated demo run by that installation (root)"
 	@echo "make unit-user  the tests that need neither root nor a compiler (pytest -m \"not root and not toolchain\")"
 	@echo "make bench  run the benchmarks (figures and ratios)"
 	@echo "make fuzz [SECONDS=300]  mutate every parser's inputs; inputs tried and crashes per format"
@@ -148,6 +149,13 @@ install: csrc
 	PREFIX='$(PREFIX)' DESTDIR='$(DESTDIR)' PYTHON='$(PYTHON)' \
 	  $(if $(SYSCONFDIR),SYSCONFDIR='$(SYSCONFDIR)') $(if $(UNITDIR),UNITDIR='$(UNITDIR)') \
 	  $(if $(WHEEL),WHEEL='$(WHEEL)') PIP_ARGS='$(PIP_ARGS)' packaging/install.sh
+
+# make demo's emulated fabric run by an installation (root): its Python, its CLI, its
+# sdnmpi-bench, libsdnmpi_idle.so and eBPF objects; from /tmp, no checkout on PYTHONPATH.
+.PHONY: demo-installed
+demo-installed:
+	cd /tmp && env -u PYTHONPATH $(PREFIX)/lib/sdnmpi/venv/bin/python \
+	  $(CURDIR)/scripts/demo_fabric.py --no-large --out $(CURDIR)/out/demo-installed
 
 # The sdist and the wheel (setup.py generates the gRPC stubs into the wheel).
 dist: $(STAMP)

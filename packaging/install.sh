@@ -71,7 +71,7 @@ install -d "$(d "$LIBDIR")"
 # shellcheck disable=SC2086  # PIP_ARGS is a list of options
 "$(d "$VENV")/bin/python" -m pip install --quiet --disable-pip-version-check $PIP_ARGS "$WHEEL"
 if [ -n "$DESTDIR" ]; then  # scripts name their interpreter by its staged path
-    grep -rlIF -- "$DESTDIR" "$(d "$VENV")/bin" "$(d "$VENV")/pyvenv.cfg" |
+    { grep -rlIF -- "$DESTDIR" "$(d "$VENV")/bin" "$(d "$VENV")/pyvenv.cfg" || true; } |
         while read -r f; do sed -i "s|$DESTDIR||g" "$f"; done
 fi
 install -d "$(d "$BINDIR")"

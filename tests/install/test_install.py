@@ -166,3 +166,21 @@ def test_units_hold_only_the_capabilities_they_need(installed: Installed) -> Non
     assert scores["sdnmpi-controller.service"] <= 2.0
     assert scores["sdnmpi-manager.service"] <= 2.0
     assert scores["sdnmpi-agent@.service"] <= 5.0
+
+
+def test_install_without_a_build_or_with_a_relative_prefix_installs_nothing(
+    tmp_path: Path,
+) -> None:
+    """Bad input: one line saying what to do, exit 2, nothing created."""
+    script = str(Path(__file__).resolve().parents[2] / "packaging" / "install.sh")
+    prefix = tmp_path / "p"
+    cases = {
+        "run make csrc": {"PREFIX": str(prefix), "BUILD": str(tmp_path / "empty")},
+        "must be an absolute path": {"PREFIX": "relative/prefix"},
+    }
+    for says, extra in cases.items():
+        res = subprocess.run([script], env={**clean_env(), **extra}, cwd=tmp_path,
+                             capture_output=True, text=True, check=False)  # fmt: skip
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert says in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
