@@ -7,13 +7,16 @@ STAMP := $(VENV)/.installed
 SHARED ?= $(abspath ../shared)
 CG_TRACE := $(SHARED)/workloads/pfsim-traces/cg-c-128.tar.gz
 
-.PHONY: all test demo bench lint typecheck unit deps venv clean help exp-unisonflow exp-overhead exp-allreduce exp-apps exp-bcast
+.PHONY: all test demo bench install dist lint typecheck unit deps venv clean help exp-unisonflow exp-overhead exp-allreduce exp-apps exp-bcast
 
 all: test
 
 help:
 	@echo "make demo   install what is missing, then run the main end-to-end job"
 	@echo "make test   install what is missing, then run lint, type checks and all tests"
+	@echo "make install PREFIX=/usr/local [DESTDIR=] [PYTHON=/usr/bin/python3.11]  build and install (docs/INSTALL.md)"
+	@echo "make dist   the sdist and wheel in dist/ (the gRPC stubs generated into them)"
+	@echo "make demo-installed PREFIX=...  the emulated demo run by that installation (root)"
 	@echo "make unit-user  the tests that need neither root nor a compiler (pytest -m \"not root and not toolchain\")"
 	@echo "make bench  run the benchmarks (figures and ratios)"
 	@echo "make fuzz [SECONDS=300]  mutate every parser's inputs; inputs tried and crashes per format"
@@ -135,6 +138,30 @@ exp-overhead: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache
+
+# Issue 16: install into PREFIX (staged under DESTDIR): a private venv with the wheel
+# and the CLI, the compiled parts, the plugstack.conf line, the systemd units
+# (packaging/install.sh says what goes where; docs/INSTALL.md).  PYTHON, SYSCONFDIR,
+# UNITDIR, WHEEL and PIP_ARGS are passed through when given.
+PREFIX ?= /usr/local
+DESTDIR ?=
+install: csrc
+	PREFIX='$(PREFIX)' DESTDIR='$(DESTDIR)' PYTHON='$(PYTHON)' \
+	  $(if $(SYSCONFDIR),SYSCONFDIR='$(SYSCONFDIR)') $(if $(UNITDIR),UNITDIR='$(UNITDIR)') \
+	  $(if $(WHEEL),WHEEL='$(WHEEL)') PIP_ARGS='$(PIP_ARGS)' packaging/install.sh
+
+# make demo's emulated fabric run by an installation (root): its Python, its CLI, its
+# sdnmpi-bench, libsdnmpi_idle.so and eBPF objects; from /tmp, no checkout on PYTHONPATH.
+.PHONY: demo-installed
+demo-installed:
+	cd /tmp && env -u PYTHONPATH $(PREFIX)/lib/sdnmpi/venv/bin/python \
+	  $(CURDIR)/scripts/demo_fabric.py --no-large --out $(CURDIR)/out/demo-installed
+
+# The sdist and the wheel (setup.py generates the gRPC stubs into the wheel).
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m pip wheel --quiet --no-deps -w dist .
+	$(BIN)/python -c 'from setuptools import build_meta as b; b.build_sdist("dist")'
 
 # C parts. mpibench: build/{mpich,openmpi}/sdnmpi-bench (a flavour whose
 # compiler wrapper is missing is skipped with a message).

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sdnmpi import catalog
+from sdnmpi import artefacts, catalog
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.core.pattern import Pattern, Phase
 from sdnmpi.core.placement import Placement
@@ -336,12 +336,17 @@ def check_spines(
     return ok
 
 
-BENCH = ROOT / "build" / "openmpi" / "sdnmpi-bench"
-LIBSDNMPI = ROOT / "build" / "openmpi" / "libsdnmpi.so"
+#: From the artefact directory (sdnmpi.artefacts): this checkout's build/, or, when run by
+#: an installation's Python (PREFIX/lib/sdnmpi/venv/bin/python), the installed files.
+BENCH = artefacts.path("openmpi/sdnmpi-bench")
+LIBSDNMPI = artefacts.path("openmpi/libsdnmpi.so")
 
 
 def build(*targets: str) -> None:
-    """``make TARGET`` for the C parts a script runs (mpibench, pmpi, bpf)."""
+    """``make TARGET`` for the C parts a script runs (mpibench, pmpi, bpf), when they come
+    from this checkout's build/ (an installation has them built)."""
+    if artefacts.root().resolve() != (ROOT / "build").resolve():
+        return
     for target in targets:
         subprocess.run(["make", "-s", "-C", str(ROOT), target], check=True, capture_output=True)
 

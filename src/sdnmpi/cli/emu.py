@@ -285,7 +285,7 @@ def agents_up_command(
     bpf_object: Path | None = typer.Option(
         None,
         "--bpf-object",
-        help="Compiled tagger (default: tagger.bpf.o in $SDNMPI_BPF_DIR, else build/bpf).",
+        help="Compiled tagger (default: tagger.bpf.o in $SDNMPI_BPF_DIR, else installed bpf/).",
     ),
     controller_api: Path | None = typer.Option(
         None, "--controller-api", help="The controller's API socket (job slots, peers)."

@@ -35,7 +35,7 @@ def up_command(
     name: str = NAME,
     state_root: Path = STATE_ROOT,
     plugin: Path | None = typer.Option(
-        None, "--plugin", help="The sdnmpi SPANK plugin (build/spank/sdnmpi_spank.so)."
+        None, "--plugin", help="The sdnmpi SPANK plugin (PREFIX/lib/sdnmpi/spank/sdnmpi_spank.so)."
     ),
     manager: str | None = typer.Option(
         None, "--manager", help="The plugin's manager address, e.g. unix:/run/sdnmpi/manager.sock."

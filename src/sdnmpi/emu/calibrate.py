@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sdnmpi import artefacts
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.core.pattern import Pattern, Phase
 from sdnmpi.emu import fabriclock, runner
@@ -250,11 +251,13 @@ def measure(
 
 
 def find_program(flavour: str, name: str = "sdnmpi-bench") -> Path:
-    """``build/<flavour>/<name>`` of the checkout (``make mpibench replay``)."""
-    base = Path(os.environ.get("SDNMPI_BUILD", Path(__file__).resolve().parents[3] / "build"))
-    path = base / flavour / name
+    """``<flavour>/<name>`` of the artefact directory (:mod:`sdnmpi.artefacts`: an
+    installation's, else the checkout's ``build/``, ``make mpibench replay``)."""
+    path = artefacts.path(f"{flavour}/{name}")
     if not path.is_file():
-        raise ConfigError(f"{path} not found: run `make mpibench replay`")
+        raise ConfigError(
+            f"{path} not found (artefacts from {artefacts.describe()}): run `make mpibench replay`"
+        )
     return path
 
 

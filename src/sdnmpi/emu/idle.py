@@ -28,6 +28,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from sdnmpi import artefacts
 from sdnmpi.errors import ConfigError
 
 LIBRARY_NAME = "libsdnmpi_idle.so"
@@ -78,10 +79,11 @@ def idle_env(
 
 
 def find_library(root: Path | None = None) -> Path | None:
-    """The built library: ``$SDNMPI_IDLE_LIB``, else ``build/idle/`` of the checkout."""
+    """The built library: ``$SDNMPI_IDLE_LIB``, else ``idle/`` of ``root`` (a build
+    tree) or of the artefact directory (:mod:`sdnmpi.artefacts`); None if missing."""
     env = os.environ.get("SDNMPI_IDLE_LIB")
     if env:
         return Path(env) if Path(env).is_file() else None
-    base = root or Path(__file__).resolve().parents[3]
-    path = base / "build" / "idle" / LIBRARY_NAME
+    rel = f"idle/{LIBRARY_NAME}"
+    path = root / rel if root is not None else artefacts.path(rel)
     return path if path.is_file() else None

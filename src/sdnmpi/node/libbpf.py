@@ -6,8 +6,8 @@ below and never touch a libbpf struct themselves.  The option structs mirror lib
 1.1's layouts on x86-64 (each starts with its own size, so a newer libbpf reads them
 as the older version it was given).  libbpf's messages go to this module's logger.
 
-Compiled objects are found by :func:`object_path`: ``$SDNMPI_BPF_DIR`` when set (an
-installation says where it put them), else the checkout's ``build/bpf``.
+Compiled objects are found by :func:`object_path`: ``$SDNMPI_BPF_DIR`` when set, else
+``bpf/`` of :func:`sdnmpi.artefacts.root` (an installation's, else the checkout's build).
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
+from sdnmpi import artefacts
 from sdnmpi.errors import SdnMpiError
 
 log = logging.getLogger(__name__)
 
-#: Where the compiled objects are when ``$SDNMPI_BPF_DIR`` is not set: the checkout's.
-BUILD_DIR: Final = Path(__file__).resolve().parents[3] / "build" / "bpf"
 OBJECT_DIR_ENV: Final = "SDNMPI_BPF_DIR"
 VERIFIER_LOG_BYTES: Final = 1 << 20
 
@@ -54,13 +53,15 @@ class ProgramRejectedError(BpfError):
 
 def object_path(name: str, env: dict[str, str] | None = None) -> Path:
     """The compiled object ``name`` (``tagger.bpf.o``, ``ecn.bpf.o``): in
-    ``$SDNMPI_BPF_DIR`` when set, else in the checkout's ``build/bpf``.
+    ``$SDNMPI_BPF_DIR`` when set, else ``bpf/`` of the artefact directory
+    (:mod:`sdnmpi.artefacts`: ``$SDNMPI_LIBDIR``, the installation, the checkout).
 
     >>> object_path("tagger.bpf.o", {"SDNMPI_BPF_DIR": "/usr/lib/sdnmpi/bpf"})
     PosixPath('/usr/lib/sdnmpi/bpf/tagger.bpf.o')
     """
-    where = (os.environ if env is None else env).get(OBJECT_DIR_ENV)
-    return (Path(where) if where else BUILD_DIR) / name
+    environ = os.environ if env is None else env
+    where = environ.get(OBJECT_DIR_ENV)
+    return Path(where) / name if where else artefacts.path(f"bpf/{name}", environ)
 
 
 # --- option structs (libbpf 1.1 layouts, x86-64) ---
