@@ -30,7 +30,10 @@ def run_command(
     bpf_object: Path | None = typer.Option(
         None,
         "--bpf-object",
-        help="Compiled tagger (default: tagger.bpf.o in $SDNMPI_BPF_DIR, else installed bpf/).",
+        help=(
+            "Compiled tagger (default: tagger.bpf.o in $SDNMPI_BPF_DIR, else the installed "
+            "bpf/, else the checkout's build/bpf)."
+        ),
     ),
     scan_interval_s: float = typer.Option(
         0.01, "--scan-interval", help="Seconds between checks for new TCP connections."
