@@ -16,7 +16,7 @@ from sdnmpi.manager.metrics import ManagerMetrics
 from sdnmpi.metrics.promql import dashboard_exprs, exported_names, metric_names
 
 GRAFANA = Path(__file__).resolve().parents[2] / "packaging" / "grafana"
-DASHBOARDS = {
+DASHBOARDS: dict[str, type[ControllerMetrics] | type[ManagerMetrics]] = {
     "sdnmpi-controller.json": ControllerMetrics,
     "sdnmpi-manager.json": ManagerMetrics,
 }
