@@ -6,7 +6,9 @@ connections open (slowloris) or sending garbage costs the process threads and
 processor time, and the controller's OpenFlow handling shares that process (and its
 GIL).  This server is one thread with a ``selectors`` loop:
 
-* at most :data:`MAX_CONNECTIONS` connections; one more is closed at once;
+* at most :data:`MAX_CONNECTIONS` connections; one more closes the oldest still
+  sending its request (so a client holding every slot open does not lock a scraper
+  out: the scraper's request, sent at once, is answered before its slot is taken);
 * a request head larger than :data:`MAX_REQUEST_BYTES`, or not complete within
   :data:`REQUEST_TIMEOUT_S` of the connection (however slowly it trickles in), closes
   the connection;
@@ -110,7 +112,7 @@ class MetricsServer:
         self._wake_r, self._wake_w = socket.socketpair()
         self._conns: dict[int, _Conn] = {}
         self._stopping = False
-        self.refused = 0  # connections closed at accept (over MAX_CONNECTIONS)
+        self.refused = 0  # connections closed for a new one (over MAX_CONNECTIONS)
         self.dropped = 0  # connections closed for a slow, large or broken request
         self._thread = threading.Thread(target=self._loop, name="metrics-http", daemon=True)
 
@@ -168,7 +170,7 @@ class MetricsServer:
             except OSError as exc:  # out of descriptors, say: try again on the next event
                 log.warning("metrics: accept failed: %s", exc)
                 return
-            if len(self._conns) >= MAX_CONNECTIONS:
+            if len(self._conns) >= MAX_CONNECTIONS and not self._evict(sel):
                 self.refused += 1
                 sock.close()
                 continue
@@ -176,6 +178,15 @@ class MetricsServer:
             conn = _Conn(sock, time.monotonic() + REQUEST_TIMEOUT_S)
             self._conns[sock.fileno()] = conn
             sel.register(sock, selectors.EVENT_READ, conn)
+
+    def _evict(self, sel: selectors.BaseSelector) -> bool:
+        """Close the oldest connection still sending its request; whether there was one."""
+        reading = [c for c in self._conns.values() if c.outbox is None]
+        if not reading:
+            return False
+        self.refused += 1
+        self._close(sel, min(reading, key=lambda c: c.deadline))
+        return True
 
     def _read(self, sel: selectors.BaseSelector, conn: _Conn) -> None:
         try:
