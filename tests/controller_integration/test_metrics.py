@@ -5,6 +5,7 @@ client of the endpoint leaves both it and the controller answering."""
 from __future__ import annotations
 
 import socket
+import time
 
 from sdnmpi.controller.metrics import dpid_label
 from sdnmpi.testing.waits import wait_for
@@ -12,6 +13,8 @@ from tests.controller_integration.conftest import Cluster
 from tests.controller_integration.support import api, our_flows
 from tests.metrics.support import scrape, total
 
+#: The controller's --stats-interval in these tests (tests/controller_integration/support.py).
+STATS_INTERVAL_S = 1.0
 PAIRS = {
     "h1>h3": ["h1", "leaf1", "spine2", "leaf2", "h3"],
     "h3>h1": ["h3", "leaf2", "spine2", "leaf1", "h1"],
@@ -66,12 +69,19 @@ def test_metrics_agree_with_the_switches(cluster: Cluster):
     assert all(0 <= v <= 1.5 for (n, _), v in s.items() if n == "sdnmpi_port_utilization_ratio")
 
 
+def fresh(cluster: Cluster) -> dict:
+    """A scrape rendered after now (the endpoint serves a rendering again for one
+    statistics interval, 1 s here)."""
+    time.sleep(STATS_INTERVAL_S + 0.1)
+    return samples(cluster)
+
+
 def test_a_job_install_is_counted(cluster: Cluster):
     ctl = cluster.controller
-    before = samples(cluster)
+    before = fresh(cluster)
     reply = api(ctl, {"op": "install_job", "job_id": 42, "pairs": PAIRS})
     assert reply["ok"] is True, reply
-    after = samples(cluster)
+    after = fresh(cluster)
     sent = total(after, "sdnmpi_controller_flow_mods_total") - total(
         before, "sdnmpi_controller_flow_mods_total"
     )
@@ -87,7 +97,7 @@ def test_a_job_install_is_counted(cluster: Cluster):
     bad = api(ctl, {"op": "install_job", "job_id": 43, "pairs": {"h1>h9": ["h1", "leaf1", "h9"]}})
     assert bad["ok"] is False
     assert api(ctl, {"op": "remove_job", "job_id": 42})["ok"] is True
-    last = samples(cluster)
+    last = fresh(cluster)
     assert total(last, "sdnmpi_controller_errors_total", kind="api_refused") == refused + 1
     assert total(last, name, op="remove_job") >= 1
 

@@ -120,3 +120,17 @@ def test_stop_closes_the_port():
     srv.stop()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+
+
+def test_a_rendering_is_served_again_within_cache_s():
+    registry = CollectorRegistry()
+    counter = Counter("demo_events", "Events.", registry=registry)
+    srv = MetricsServer(registry, "127.0.0.1", 0, cache_s=60.0).start()
+    try:
+        first = scrape(srv.port)
+        counter.inc()
+        assert scrape(srv.port) == first and srv.renders == 1
+        srv.cache_s = 0.0
+        assert scrape(srv.port)[("demo_events_total", ())] == 1.0 and srv.renders == 2
+    finally:
+        srv.stop()

@@ -95,8 +95,9 @@ def run(settings: AppSettings, listen: ListenConfig) -> None:
              timing.guard_s, timing.timeout_s)  # fmt: skip
     _check_free(listen)
     _check_api_socket(settings.api_socket)
-    if listen.metrics_port:
-        MetricsServer(settings.metrics.registry, listen.metrics_host, listen.metrics_port).start()
+    if listen.metrics_port:  # the snapshot changes once a statistics round: rendered as often
+        registry, cache_s = settings.metrics.registry, settings.stats_interval_s
+        MetricsServer(registry, listen.metrics_host, listen.metrics_port, cache_s).start()
     SdnMpiApp.settings = settings
     manager = app_manager.AppManager.get_instance()
     manager.load_apps(list(_APPS))

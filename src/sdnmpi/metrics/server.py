@@ -17,9 +17,12 @@ GIL).  This server is one thread with a ``selectors`` loop:
   connection (``Connection: close``);
 * nothing is written anywhere: it needs no write access.
 
-The registry is rendered on this thread, so the metrics' collection must be cheap and
-lock-free with respect to the daemon (the daemons update their metric objects as
-events happen, or publish a snapshot the collector reads).
+The registry is rendered on this thread, so the metrics' collection must be lock-free
+with respect to the daemon (the daemons update their metric objects as events happen,
+or publish a snapshot the collector reads).  Rendering is Python work that holds the
+GIL (fat_tree(16)'s 5,120 ports: about 0.5 s, docs/METRICS.md), so with ``cache_s`` a
+rendering is served again to every scrape within that many seconds: a scrape flood
+costs the daemon one rendering per ``cache_s``, not one per request.
 """
 
 from __future__ import annotations
@@ -95,8 +98,13 @@ class MetricsServer:
     """Serves ``registry`` on ``address``:``port`` (0: any free port; see :attr:`port`)
     from one daemon thread until :meth:`stop`."""
 
-    def __init__(self, registry: CollectorRegistry, address: str, port: int) -> None:
+    def __init__(
+        self, registry: CollectorRegistry, address: str, port: int, cache_s: float = 0.0
+    ) -> None:
         self.registry = registry
+        self.cache_s = cache_s
+        self._rendered: tuple[float, bytes] = (-1e18, b"")
+        self.renders = 0
         family = socket.AF_INET6 if ":" in address else socket.AF_INET
         self._listener = socket.socket(family, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -243,4 +251,8 @@ class MetricsServer:
         conn.sock.close()
 
     def _render(self) -> bytes:
-        return bytes(generate_latest(self.registry))
+        now = time.monotonic()
+        if now - self._rendered[0] >= self.cache_s or not self._rendered[1]:
+            self._rendered = (now, bytes(generate_latest(self.registry)))
+            self.renders += 1
+        return self._rendered[1]
