@@ -20,6 +20,11 @@ another process attacks it:
 
 Printed per phase: echo round trip median and 99th percentile, the ratio to the quiet
 phase, the controller's CPU seconds, and how long a scrape took during the attack.
+
+``--render K``: instead, what rendering the controller's registry costs for
+``fat_tree(K)`` (every port with counters and rates, every switch with rules, flow-mods
+and packet-ins): seconds (best of 5), bytes and lines of one scrape; the endpoint
+serves one rendering for a statistics interval (``cache_s``) because of it.
 """
 
 from __future__ import annotations
@@ -277,15 +282,55 @@ def run(nswitches: int, echoes: int) -> None:
             ctl.wait()
 
 
+def render_cost(k: int) -> None:
+    """Print the time, size and lines of one rendering for fat_tree(k)."""
+    from prometheus_client import generate_latest
+
+    from sdnmpi.controller.metrics import ControllerMetrics, Snapshot
+    from sdnmpi.controller.portstats import PortStats, port_peers, port_samples
+    from sdnmpi.core.generators import fat_tree
+
+    topo = fat_tree(k)
+    peers = port_peers(topo)
+    stats = PortStats()
+    for dpid, port in peers:
+        stats.add(dpid, port, rx_bytes=0, tx_bytes=0, now=0.0)
+        stats.add(dpid, port, rx_bytes=10**6, tx_bytes=2 * 10**6, now=1.0)
+    metrics = ControllerMetrics()
+    t0 = time.perf_counter()
+    ports = tuple(port_samples(stats, peers))
+    built = time.perf_counter() - t0
+    metrics.publish(Snapshot(ports, {s.dpid: 1000 for s in topo.switches}, len(topo.switches)))
+    for s in topo.switches:
+        metrics.sent(s.dpid, 1000, 0)
+        metrics.packet_in(s.dpid, True)
+        metrics.packet_in(s.dpid, False)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        body = generate_latest(metrics.registry)
+        best = min(best, time.perf_counter() - t0)
+    lines = body.count(b"\n")
+    print(
+        f"fat_tree({k}): {len(topo.switches)} switches, {len(ports)} ports: snapshot built in "
+        f"{built * 1e3:.1f} ms; one rendering {best * 1e3:.1f} ms (best of 5), "
+        f"{len(body) / 1e6:.2f} MB, {lines:,} lines"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--switches", type=int, default=4)
     parser.add_argument("--echoes", type=int, default=2000)
+    parser.add_argument("--render", type=int, metavar="K", help="rendering cost for fat_tree(K)")
     parser.add_argument("--attack", choices=PHASES[1:], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.attack:
         attack(args.attack, args.port)
+        return
+    if args.render:
+        render_cost(args.render)
         return
     run(args.switches, args.echoes)
 
