@@ -521,12 +521,12 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             log.exception("API request crashed: %.200r", line)
             return {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}
         elapsed = time.monotonic() - t0
-        if answer.label:
-            self.metrics.install_seconds.labels(answer.label.split()[0]).observe(elapsed)
         if not confirmed:
             self.metrics.error("unconfirmed")
         elif answer.reply.get("ok") is False:
             self.metrics.error("api_refused")
+        elif answer.label:  # the latency of changes that took effect
+            self.metrics.install_seconds.labels(answer.label.split()[0]).observe(elapsed)
         if answer.label:
             log.info("%s: %d flow-mods, confirmed=%s in %.3f s (planned in %.3f s, sent in %.3f s)",
                      answer.label, answer.flow_mods, confirmed, elapsed, planned,
