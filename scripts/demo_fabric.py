@@ -82,6 +82,7 @@ class Controller:
         self, workdir: Path, topology: Path, tag: str, extra: tuple[str, ...] = ()
     ) -> None:
         self.port = waits.free_port()
+        self.metrics_port = waits.free_port()  # not 9791: a cluster's controller may hold it
         self.api_path = workdir / f"api-{tag}.sock"
         self.stats_path = workdir / f"port-stats-{tag}.json"
         self.log_path = workdir / f"controller-{tag}.log"
@@ -89,6 +90,7 @@ class Controller:
         argv += list(extra) if "--router" in extra else ["--router", "dmodk", *extra]
         argv += ["--topology", str(topology), "--stats-interval", "1"]
         argv += ["--stats-out", str(self.stats_path), "--api-socket", str(self.api_path)]
+        argv += ["--metrics-port", str(self.metrics_port)]
         with self.log_path.open("wb") as out:
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT
@@ -154,7 +156,8 @@ def _cluster(
     upped = False
     try:
         ctl = Controller(workdir, topo_file, tag, extra)
-        log(f"controller pid {ctl.proc.pid if ctl.proc else '?'} on 127.0.0.1:{ctl.port}")
+        log(f"controller pid {ctl.proc.pid if ctl.proc else '?'} on 127.0.0.1:{ctl.port}, "
+            f"metrics on http://127.0.0.1:{ctl.metrics_port}/metrics")  # fmt: skip
         upped = True  # emu up removes a half-built fabric itself; down is idempotent
         sdnmpi(
             "emu", "up", "--topology", str(topo_file), "--name", name,

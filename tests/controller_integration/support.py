@@ -36,6 +36,7 @@ class Controller:
         self.stats_path = workdir / "port-stats.json"
         self.api_path = workdir / "api.sock"
         self.state_path = workdir / "jobs.json"
+        self.metrics_port = free_port()
         self.runs = 0
 
     def start(self) -> None:
@@ -46,6 +47,7 @@ class Controller:
         argv += ["controller", "run", "--port", str(self.port), "--topology", str(self.topology)]
         argv += ["--stats-interval", "1", "--stats-out", str(self.stats_path)]
         argv += ["--api-socket", str(self.api_path), "--state-file", str(self.state_path)]
+        argv += ["--metrics-port", str(self.metrics_port)]
         argv += list(self.extra)
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)

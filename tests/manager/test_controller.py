@@ -146,6 +146,8 @@ def _start_manager(sock_dir: Path, name: str) -> subprocess.Popen[str]:
         str(sock_dir / "ctl.sock"),
         "--log-level",
         "warning",
+        "--metrics-port",
+        "0",
     ]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30

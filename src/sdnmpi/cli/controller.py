@@ -97,6 +97,12 @@ def run_command(
         help="Keep job routes here (JSON, rewritten on every install/remove) and restore "
         "them at start, so a restart leaves the jobs' rules in place.",
     ),
+    metrics_address: str = typer.Option(
+        "127.0.0.1", "--metrics-address", help="Address of the Prometheus endpoint."
+    ),
+    metrics_port: int = typer.Option(
+        9791, "--metrics-port", help="TCP port of the Prometheus endpoint (/metrics); 0: none."
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
 ) -> None:
     """Run the controller until SIGTERM or Ctrl-C."""
@@ -108,6 +114,8 @@ def run_command(
 
     if not 1 <= port <= 65535:
         raise ConfigError(f"--port {port} is not a TCP port")
+    if not 0 <= metrics_port <= 65535:
+        raise ConfigError(f"--metrics-port {metrics_port} is not a TCP port (0: no endpoint)")
     if stats_interval_s <= 0:
         raise ConfigError(f"--stats-interval must be > 0, got {stats_interval_s}")
     logging.basicConfig(
@@ -138,7 +146,7 @@ def run_command(
         job_store=store,
         restore=store.load() if store is not None else StoredState(),
     )
-    run(settings, ListenConfig(listen_host, port))
+    run(settings, ListenConfig(listen_host, port, metrics_address, metrics_port))
 
 
 @app.command("status")

@@ -124,11 +124,18 @@ def run_command(
         32, "--max-connections-per-user", min=1, help="Connections at once per uid (not root)."
     ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
+    metrics_address: str = typer.Option(
+        "127.0.0.1", "--metrics-address", help="Address of the Prometheus endpoint."
+    ),
+    metrics_port: int = typer.Option(
+        9792, "--metrics-port", help="TCP port of the Prometheus endpoint (/metrics); 0: none."
+    ),
 ) -> None:
     """Serve the gRPC API until SIGTERM."""
     from sdnmpi.core.routing import ROUTERS
     from sdnmpi.manager import sandbox
     from sdnmpi.manager.controller_client import ControllerClient
+    from sdnmpi.manager.metrics import ManagerMetrics
     from sdnmpi.manager.peercred import Limits
     from sdnmpi.manager.server import ManagerServer, scheduler_uids
     from sdnmpi.manager.service import ManagerService
@@ -140,6 +147,8 @@ def run_command(
     for flag, name in (("--router", router), ("--controller-router", defaults_router)):
         if name not in ROUTERS:
             raise ConfigError(f"{flag} {name!r}: known routers are {', '.join(ROUTERS)}")
+    if not 0 <= metrics_port <= 65535:
+        raise ConfigError(f"--metrics-port {metrics_port} is not a TCP port (0: no endpoint)")
     tls = _tls(tcp, tls_cert, tls_key, token_file)
     limits = Limits(connections=max_connections, per_uid=max_connections_per_user)
     scheduler = scheduler_uids(slurm_user)
@@ -163,6 +172,8 @@ def run_command(
             workers=workers,
             reconcile_interval_s=reconcile_s,
             limits=limits,
+            metrics=ManagerMetrics(),
+            metrics_listen=(metrics_address, metrics_port) if metrics_port else None,
         )
         server.serve_forever()
     finally:

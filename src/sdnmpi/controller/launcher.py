@@ -2,9 +2,11 @@
 
 os-ken 4.x has no ``osken-manager``; this is its 30 lines: set the listen
 address (127.0.0.1 unless told otherwise: os-ken's default is every address)
-and port, turn on ``observe-links`` for :mod:`os_ken.topology.switches` (its LLDP
-refresh timed for the model's port count: :func:`~sdnmpi.controller.syncpolicy.lldp_timing`), load
-that and :mod:`sdnmpi.controller.oskenapp`, run until SIGTERM or SIGINT, then
+and port, start the Prometheus endpoint (``--metrics-port``, on a thread of its own:
+:mod:`sdnmpi.metrics.server`), turn on ``observe-links`` for
+:mod:`os_ken.topology.switches` (its LLDP refresh timed for the model's port count:
+:func:`~sdnmpi.controller.syncpolicy.lldp_timing`), load that and
+:mod:`sdnmpi.controller.oskenapp`, run until SIGTERM or SIGINT, then
 write the port statistics one last time and exit.  os-ken 4.x runs apps on
 native threads (``OSKEN_HUB_TYPE=native``, its default), so the app guards its
 state with a lock.
@@ -23,11 +25,14 @@ from types import FrameType
 from sdnmpi.controller.oskenapp import AppSettings, SdnMpiApp
 from sdnmpi.controller.syncpolicy import lldp_timing, switch_ports
 from sdnmpi.errors import ConfigError
+from sdnmpi.metrics.server import MetricsServer
 
 log = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6653
+#: The controller's Prometheus endpoint (docs/METRICS.md); the manager's is 9792.
+DEFAULT_METRICS_PORT = 9791
 _APPS = ("os_ken.topology.switches", "sdnmpi.controller.oskenapp")
 
 
@@ -41,6 +46,9 @@ class ListenConfig:
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
+    #: The Prometheus endpoint (``metrics_port`` 0: none).
+    metrics_host: str = DEFAULT_HOST
+    metrics_port: int = DEFAULT_METRICS_PORT
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
@@ -87,6 +95,9 @@ def run(settings: AppSettings, listen: ListenConfig) -> None:
              timing.guard_s, timing.timeout_s)  # fmt: skip
     _check_free(listen)
     _check_api_socket(settings.api_socket)
+    if listen.metrics_port:  # the snapshot changes once a statistics round: rendered as often
+        registry, cache_s = settings.metrics.registry, settings.stats_interval_s
+        MetricsServer(registry, listen.metrics_host, listen.metrics_port, cache_s).start()
     SdnMpiApp.settings = settings
     manager = app_manager.AppManager.get_instance()
     manager.load_apps(list(_APPS))

@@ -59,6 +59,7 @@ from sdnmpi.controller.flows import (
     PacketOut,
 )
 from sdnmpi.controller.jobstore import JobStore, StoredState
+from sdnmpi.controller.metrics import ControllerMetrics, Snapshot
 from sdnmpi.controller.ofcodec import (
     counter_row,
     error_text,
@@ -70,7 +71,7 @@ from sdnmpi.controller.ofcodec import (
     rule_from_stats,
 )
 from sdnmpi.controller.planner import Planner
-from sdnmpi.controller.portstats import PortStats
+from sdnmpi.controller.portstats import PortPeer, PortStats, port_peers, port_samples
 from sdnmpi.controller.syncpolicy import SyncPolicy, discovery_complete
 from sdnmpi.errors import ConfigError, SdnMpiError
 
@@ -113,6 +114,8 @@ class AppSettings:
     #: at start-up, restored before the first sync.
     job_store: JobStore | None = None
     restore: StoredState = field(default_factory=StoredState)
+    #: Counted as events happen, published every statistics round (docs/METRICS.md).
+    metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
 
 
 class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
@@ -133,6 +136,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self.lock = threading.RLock()
         self._confirmed = threading.Condition(self.lock)
         self.stats = PortStats()
+        self.metrics = self.cfg.metrics
+        self._peers: tuple[object, dict[tuple[int, int], PortPeer]] = (None, {})
         self.datapaths: dict[int, Any] = {}
         self._flow_stats: dict[int, list[Any]] = {}
         #: A connecting switch's group descriptions (xid of the request, entries so
@@ -272,6 +277,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             self._reported(key[0])
             return
         log.warning("switch %#x refused message xid %d: %s", key[0], msg.xid, text)
+        self.metrics.error("switch_refused")
         if key in self._watched:
             self._errors[key] = text
             self._confirmed.notify_all()
@@ -312,7 +318,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         (echo requests unanswered) and switches were disconnected."""
         msg = ev.msg
         data = bytes(msg.data)
-        if data[12:14] == LLDP_ETHERTYPE or not self.sync.synced_once:
+        lldp = data[12:14] == LLDP_ETHERTYPE
+        self.metrics.packet_in(msg.datapath.id, lldp)
+        if lldp or not self.sync.synced_once:
             return
         in_port = msg.match.get("in_port")
         if in_port is None or not 1 <= in_port <= OFPP_MAX:
@@ -364,6 +372,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         messages = restored + self.planner.sync()
         mods = sum(isinstance(m, FlowRule) for m in messages)
         planned = time.monotonic() - t0
+        self.metrics.sync_plan_seconds.observe(planned)
         keys = self.send(messages)
         switches = len({k[0] for k in keys})
         log.info("sync planned in %.3f s, sent in %.3f s", planned, time.monotonic() - t0 - planned)
@@ -413,6 +422,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         # rules are encoded without os-ken's message objects (flow_mod_bytes).
         out: list[bytes] = []
         out_dp: Any = None
+        counts: dict[int, list[int]] = {}  # dpid -> [flow-mods, group-mods] sent
         for msg in messages:
             dp = self.datapaths.get(msg.dpid)
             if out and (dp is not out_dp or len(out) >= SEND_CHUNK):
@@ -422,6 +432,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             if dp is None:
                 log.warning("switch %#x not connected: dropped %s", msg.dpid, type(msg).__name__)
                 continue
+            if isinstance(msg, FlowRule | GroupMod):
+                counts.setdefault(msg.dpid, [0, 0])[isinstance(msg, GroupMod)] += 1
             if isinstance(msg, Barrier):
                 req = dp.ofproto_parser.OFPBarrierRequest(dp)
                 dp.set_xid(req)
@@ -448,6 +460,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             out.append(bytes(req.buf))
         if out and out_dp is not None:
             out_dp.send(b"".join(out))
+        for dpid, (flow_mods, group_mods) in counts.items():
+            self.metrics.sent(dpid, flow_mods, group_mods)
         return barriers
 
     @_on(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
@@ -505,11 +519,19 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 if answer.finish is not None:
                     return answer.finish(self._read_tables(answer.tables))
         except SdnMpiError as exc:
+            self.metrics.error("api_refused")
             return {"ok": False, "error": str(exc)}
         except Exception as exc:
+            self.metrics.error("api_internal")
             log.exception("API request crashed: %.200r", line)
             return {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}
         elapsed = time.monotonic() - t0
+        if not confirmed:
+            self.metrics.error("unconfirmed")
+        elif answer.reply.get("ok") is False:
+            self.metrics.error("api_refused")
+        elif answer.label:  # the latency of changes that took effect
+            self.metrics.install_seconds.labels(answer.label.split()[0]).observe(elapsed)
         if answer.label:
             log.info("%s: %d flow-mods, confirmed=%s in %.3f s (planned in %.3f s, sent in %.3f s)",
                      answer.label, answer.flow_mods, confirmed, elapsed, planned,
@@ -611,6 +633,21 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                     ofp, parser = dp.ofproto, dp.ofproto_parser
                     dp.send_msg(parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY))
                 self.write_stats()
+                self.metrics.publish(self._snapshot())
+
+    def _snapshot(self) -> Snapshot:
+        """What the metrics show of the state (lock held; see :mod:`.metrics`)."""
+        current = self.planner.defaults.current
+        topo = current.topology if current is not None else None
+        if self._peers[0] is not topo:
+            self._peers = (topo, port_peers(topo))
+        return Snapshot(
+            tuple(port_samples(self.stats, self._peers[1])),
+            self.planner.rule_counts(),
+            len(self.datapaths),
+            len(self.planner.jobs),
+            len(self.planner.tagged),
+        )
 
     @_on(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
     def _port_stats_reply(self, ev: Any) -> None:
@@ -629,6 +666,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         try:
             self.stats.write(self.cfg.stats_out)
         except OSError as exc:
+            self.metrics.error("stats_write")
             log.warning("cannot write port statistics to %s: %s", self.cfg.stats_out, exc)
 
 

@@ -594,6 +594,10 @@ class Planner:
         """The complete rule set switch ``dpid`` should hold now."""
         return list(self._desired_all().get(dpid, []))
 
+    def rule_counts(self) -> dict[int, int]:
+        """dpid -> how many rules the planner has sent to each switch it knows of."""
+        return {dpid: len(rules) for dpid, rules in self._installed.items()}
+
     def installed(self, dpid: int) -> list[FlowRule]:
         """What the planner has sent to switch ``dpid`` (its view of the switch's table)."""
         return sorted(self._installed.get(dpid, {}).values(), key=_order)

@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from sdnmpi.core.topology import Topology
 from sdnmpi.errors import ConfigError
 
 #: Rate samples kept per port (one hour at the default 2 s interval).
@@ -110,6 +111,10 @@ class PortStats:
         """
         return [self._series[k][-1] for k in sorted(self._last) if self._series.get(k)]
 
+    def last_rates(self) -> dict[tuple[int, int], PortRate]:
+        """(dpid, port) -> the last measured rates of connected switches' ports."""
+        return {k: self._series[k][-1] for k in self._last if self._series.get(k)}
+
     def series(self) -> list[PortRate]:
         """Every recorded rate, by port then time."""
         return [r for _, rates in sorted(self._series.items()) for r in rates]
@@ -165,3 +170,77 @@ class PortStats:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text)
         os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class PortPeer:
+    """What a switch port is cabled to (``peer``: ``"spine1:3"`` or a host name) and
+    the link's capacity in bit/s per direction."""
+
+    peer: str
+    capacity_bps: float
+
+
+def port_peers(topo: Topology | None) -> dict[tuple[int, int], PortPeer]:
+    """(dpid, port) -> its peer and capacity, for every switch port of ``topo``.
+
+    >>> from sdnmpi.core.generators import leaf_spine
+    >>> peers = port_peers(leaf_spine(2, 2, 1))
+    >>> sorted(p.peer for p in peers.values())[:2], len(peers)
+    (['h1', 'h2'], 10)
+    """
+    if topo is None:
+        return {}
+    out: dict[tuple[int, int], PortPeer] = {}
+    for ln in topo.links:
+        ends = (
+            (ln.src, ln.src_port, ln.dst, ln.dst_port),
+            (ln.dst, ln.dst_port, ln.src, ln.src_port),
+        )
+        for name, port, other, other_port in ends:
+            if topo.is_host(name):
+                continue
+            peer = other if topo.is_host(other) else f"{other}:{other_port}"
+            out[(topo.switch(name).dpid, port)] = PortPeer(peer, ln.capacity_bps)
+    return out
+
+
+@dataclass(frozen=True)
+class PortSample:
+    """One switch port as the metrics show it: counters, last rates, utilisation
+    (``None`` where the link's capacity is not known)."""
+
+    dpid: int
+    port_no: int
+    peer: str
+    rx_bytes: int
+    tx_bytes: int
+    rx_bps: float
+    tx_bps: float
+    rx_utilization: float | None
+    tx_utilization: float | None
+
+
+def port_samples(stats: PortStats, peers: dict[tuple[int, int], PortPeer]) -> list[PortSample]:
+    """Every connected port's counters and rates, with its peer and utilisation.
+
+    >>> s = PortStats()
+    >>> _ = s.add(1, 2, rx_bytes=0, tx_bytes=0, now=0.0)
+    >>> _ = s.add(1, 2, rx_bytes=125, tx_bytes=250, now=1.0)
+    >>> port_samples(s, {(1, 2): PortPeer("h1", 4000.0)})[0].tx_utilization
+    0.5
+    """
+    rates = stats.last_rates()
+    out = []
+    for key, (rx, tx) in stats.counters().items():
+        rate = rates.get(key)
+        rx_bps, tx_bps = (rate.rx_bps, rate.tx_bps) if rate is not None else (0.0, 0.0)
+        peer = peers.get(key)
+        cap = peer.capacity_bps if peer is not None and peer.capacity_bps > 0 else None
+        out.append(
+            PortSample(
+                key[0], key[1], peer.peer if peer is not None else "", rx, tx, rx_bps, tx_bps,
+                rx_bps / cap if cap else None, tx_bps / cap if cap else None,
+            )
+        )  # fmt: skip
+    return out

@@ -134,16 +134,20 @@ class Servicer(pb_grpc.ManagerServicer):
         cond: threading.Condition,
         monotonic: Callable[[], float] = time.monotonic,
         waits: WaitSlots | None = None,
+        refused: Callable[[str], None] = lambda code: None,
     ) -> None:
         self.service = service
         self.identity = identity
         self.cond = cond
         self.monotonic = monotonic
         self.waits = waits or WaitSlots(total=1 << 30)
+        #: Told the status code's name of every call that ends in an error (metrics).
+        self.refused = refused
 
     def _run(self, context: grpc.ServicerContext, call: Callable[[Caller], T]) -> T:
         caller = self.identity.caller(context)
         if caller is None:
+            self.refused("PERMISSION_DENIED")
             context.abort(grpc.StatusCode.PERMISSION_DENIED, "unknown caller: no credentials")
             raise AssertionError("unreachable")  # context.abort raises
         try:
@@ -153,16 +157,20 @@ class Servicer(pb_grpc.ManagerServicer):
                 finally:
                     self.cond.notify_all()
         except ManagerError as exc:
-            context.abort(STATUS[exc.kind], str(exc))
+            self._abort(context, STATUS[exc.kind], str(exc))
         except StoreError as exc:
             log.error("store: %s", exc)
-            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            self._abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
         except SdnMpiError as exc:  # a check below the core's own (pattern, topology)
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            self._abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except Exception as exc:
             log.exception("internal error")
-            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {exc!r}")
+            self._abort(context, grpc.StatusCode.INTERNAL, f"internal error: {exc!r}")
         raise AssertionError("unreachable")  # context.abort raises
+
+    def _abort(self, context: grpc.ServicerContext, code: grpc.StatusCode, why: str) -> None:
+        self.refused(code.name)
+        context.abort(code, why)
 
     # -- jobs -------------------------------------------------------------------------
     def CreateJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802

@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import SdnMpiError
@@ -90,6 +90,32 @@ def _now(task: Callable[[], None]) -> None:
     task()
 
 
+class RoutingEvents(Protocol):
+    """What routing reports as it happens (:class:`~sdnmpi.manager.metrics.ManagerMetrics`
+    counts it; :class:`NoEvents` by default)."""
+
+    def planned(self, seconds: float) -> None: ...
+    def routed_job(self, job: Job) -> None: ...
+    def routing_failed(self) -> None: ...
+    def finished(self) -> None: ...
+
+
+class NoEvents:
+    """:class:`RoutingEvents` that records nothing."""
+
+    def planned(self, seconds: float) -> None:
+        pass
+
+    def routed_job(self, job: Job) -> None:
+        pass
+
+    def routing_failed(self) -> None:
+        pass
+
+    def finished(self) -> None:
+        pass
+
+
 class JobRouting:
     """Jobs' routes over a store and a controller; see the module docstring."""
 
@@ -123,6 +149,8 @@ class JobRouting:
         self.rule_budget: int | None = rulebudget.DEFAULT_BUDGET
         #: The controller's default router (the routes a pair without a rule takes).
         self.default_router = "dmodk"
+        #: Where planning times, installs and failures are reported (metrics).
+        self.events: RoutingEvents = NoEvents()
 
     # -- the routed jobs ----------------------------------------------------------------
     @property
@@ -170,7 +198,9 @@ class JobRouting:
         try:
             topo = self.controller.topology()
             with self.unlocked():
+                started = self.clock()
                 plan = self._plan(job, topo, snap)
+                self.events.planned(self.clock() - started)
         except Exception as exc:
             self._computing.discard(job.job_id)
             now = self._changed(job)
@@ -232,9 +262,11 @@ class JobRouting:
                 )
         except SdnMpiError as exc:
             job = self._default(job, f"routing failed: {exc}")
+            self.events.routing_failed()
         self.save(job, links)
         log.info("job %d: %s %s", job.job_id, job.state.name, job.detail)
         if job.state is JobState.ROUTED:
+            self.events.routed_job(job)
             again = self.book.removed_since(plan.snap)  # load went away while planned
             self.background(functools.partial(self._rebalance, job.job_id, None, again))
         return job
@@ -244,6 +276,7 @@ class JobRouting:
         of a crash: a router bug must not fail the job's start)."""
         job = self._default(job, detail)
         self.save(job)
+        self.events.routing_failed()
         if crash is None:
             log.warning("job %d: %s", job.job_id, job.detail)
         else:

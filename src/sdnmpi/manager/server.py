@@ -11,6 +11,8 @@
   controller (:meth:`ManagerService.reconcile`).
 * Jobs' routes are planned with the lock released; rebalancing after a job arrives
   or ends runs on a thread of its own (:mod:`~sdnmpi.manager.background`).
+* With ``metrics`` and ``metrics_listen`` (``--metrics-port``), a Prometheus endpoint
+  on a thread of its own (:mod:`sdnmpi.manager.metrics`, docs/METRICS.md).
 * SIGTERM or SIGINT stops it gracefully: in-flight calls get a grace period.
 """
 
@@ -39,6 +41,7 @@ from sdnmpi.manager.grpcapi import (
     TokenIdentity,
     WaitSlots,
 )
+from sdnmpi.manager.metrics import ManagerMetrics
 from sdnmpi.manager.model import Caller
 from sdnmpi.manager.peercred import (
     AddressFront,
@@ -49,6 +52,7 @@ from sdnmpi.manager.peercred import (
     raise_nofile,
 )
 from sdnmpi.manager.service import ManagerService, released
+from sdnmpi.metrics.server import MetricsServer
 from sdnmpi.wire import manager_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
@@ -122,6 +126,8 @@ class ManagerServer:
         reconcile_interval_s: float = 30.0,
         rewrite: Callable[[Peer], Peer] | None = None,
         limits: Limits | None = None,
+        metrics: ManagerMetrics | None = None,
+        metrics_listen: tuple[str, int] | None = None,
     ) -> None:
         self.service = service
         self.limits = limits or Limits()
@@ -144,6 +150,12 @@ class ManagerServer:
         self._fronts: list[AddressFront] = []
         self._stopping = threading.Event()
         self.port = 0
+        self.metrics = metrics
+        self.metrics_listen = metrics_listen
+        self.metrics_server: MetricsServer | None = None
+        if metrics is not None:
+            service.routing.events = metrics
+            metrics.count_jobs_from(service.store.list_jobs, self.cond)
 
     def _grpc_server(self, identity: Identity) -> Any:
         from concurrent import futures
@@ -155,7 +167,8 @@ class ManagerServer:
         # WaitRoutes may hold all workers but these, kept for every other call
         reserve = min(RESERVED_WORKERS, self.workers // 2)
         waits = WaitSlots(total=max(1, self.workers - reserve))
-        servicer = Servicer(self.service, identity, self.cond, waits=waits)
+        refused = self.metrics.refused if self.metrics is not None else (lambda code: None)
+        servicer = Servicer(self.service, identity, self.cond, waits=waits, refused=refused)
         pb_grpc.add_ManagerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
         return server
 
@@ -177,6 +190,9 @@ class ManagerServer:
         self.add_socket(self.socket_path, self.rewrite)
         if self.tls is not None:
             self._start_tls(self.tls)
+        if self.metrics is not None and self.metrics_listen is not None:
+            address, port = self.metrics_listen
+            self.metrics_server = MetricsServer(self.metrics.registry, address, port).start()
         if self.reconcile_interval_s > 0:
             threading.Thread(target=self._reconcile_loop, name="reconcile", daemon=True).start()
         log.info("manager listening on %s (gRPC on 127.0.0.1:%d)", self.socket_path, self.port)
@@ -235,6 +251,9 @@ class ManagerServer:
         self.background.stop()
         for front in [*self._proxies, *self._fronts]:
             front.stop()
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+            self.metrics_server = None
         events = [s.stop(grace_s) for s in self._servers]
         for ev in events:
             ev.wait(grace_s + 1)

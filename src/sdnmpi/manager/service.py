@@ -341,6 +341,7 @@ class ManagerService:
                 job = dataclasses.replace(job, detail=detail)
                 self.routing.save(job)
         log.info("job %d finished", job_id)
+        self.routing.events.finished()
         if was is not None:
             self.routing.ended(was.job)  # the jobs that shared its links may gain
         return job

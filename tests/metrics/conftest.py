@@ -1,0 +1,3 @@
+"""The manager's fixtures (a socket directory, the fake controller) for the metrics tests."""
+
+from tests.manager.conftest import controller, sock_dir, topo  # noqa: F401
