@@ -111,6 +111,12 @@ for unit in "$here"/packaging/systemd/*.service; do
     chmod 0644 "$(d "$UNITDIR")/$(basename "$unit")"
 done
 install -D -m 0644 "$here/docs/INSTALL.md" "$(d "$LIBDIR")/doc/INSTALL.md"
+# the configuration: every key commented out at its default (sdnmpi config example);
+# an administrator's sdnmpi.toml is never overwritten
+install -m 0644 "$here/packaging/sdnmpi.toml.example" "$(d "$SYSCONFDIR")/sdnmpi/sdnmpi.toml.example"
+if [ ! -e "$(d "$SYSCONFDIR")/sdnmpi/sdnmpi.toml" ]; then
+    install -m 0644 "$here/packaging/sdnmpi.toml.example" "$(d "$SYSCONFDIR")/sdnmpi/sdnmpi.toml"
+fi
 install -D -m 0644 "$here/packaging/sysusers.d/sdnmpi.conf" "$(d "$PREFIX")/lib/sysusers.d/sdnmpi.conf"
 
 # --- the marker: the installed code's artefact directory is LIBDIR (sdnmpi.artefacts)

@@ -75,6 +75,12 @@ PRECEDENCE = {
         {"iface": "eth1", "scan_interval_s": 0.5, "host": "n1"},
         ("socket_path", Path("/run/sdnmpi/agent.sock")),
     ),
+    "console": (
+        '[console]\ncontroller-api = "/run/c.sock"\nport = 9000\nload-interval = 0.5\n',
+        ["--port", "9100"],
+        {"controller_api": Path("/run/c.sock"), "port": 9100, "load_interval_s": 0.5},
+        ("address", "127.0.0.1"),
+    ),
 }
 
 
@@ -88,12 +94,13 @@ def test_flag_beats_file_beats_default(daemon: str, tmp_path: Path) -> None:
     # without the file: the flag still applies, the file's values are gone
     bare = received(daemon, [*flags, *_required_flags(daemon)])
     for name in expected:
-        if name not in ("router", "workers", "iface"):  # set by the flag
+        if name not in ("router", "workers", "iface", "port"):  # set by the flag
             assert bare[name] != expected[name]
 
 
 def _required_flags(daemon: str) -> list[str]:
-    return {"manager": ["--controller-api", "/x"], "agent": []}.get(daemon, [])
+    required = {"manager": ["--controller-api", "/x"], "console": ["--controller-api", "/x"]}
+    return required.get(daemon, [])
 
 
 @pytest.mark.parametrize("daemon", list(DAEMONS))

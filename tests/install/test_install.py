@@ -20,7 +20,12 @@ import pytest
 
 from tests.install.support import Installed, clean_env, make_install, pip_args, reuse_deps, run
 
-UNITS = ("sdnmpi-controller.service", "sdnmpi-manager.service", "sdnmpi-agent@.service")
+UNITS = (
+    "sdnmpi-controller.service",
+    "sdnmpi-manager.service",
+    "sdnmpi-console.service",
+    "sdnmpi-agent@.service",
+)
 STUBS = ("sdnmpi/wire/manager_pb2.py", "sdnmpi/wire/manager_pb2_grpc.py")
 
 
@@ -77,6 +82,12 @@ def test_make_install_puts_every_part_where_the_docs_say(installed: Installed) -
         assert not re.findall(r"@[A-Z]+@", text), unit  # every placeholder replaced
         assert f"ExecStart={p}/bin/sdnmpi " in text
         assert f"--config {p}/etc/sdnmpi/sdnmpi.toml" in text
+    # the configuration: the example, and a file of defaults the daemons accept as it is
+    conf = p / "etc/sdnmpi/sdnmpi.toml"
+    assert conf.read_text() == (p / "etc/sdnmpi/sdnmpi.toml.example").read_text()
+    shown = run([str(p / "bin/sdnmpi"), "config", "show", "--config", str(conf), "--json"],
+                env=clean_env(), cwd="/").stdout  # fmt: skip
+    assert json.loads(shown)["file_found"] is True
     # the installed code finds the installed objects, from anywhere, without variables
     probe = ("from sdnmpi import artefacts; from sdnmpi.node import libbpf; "
              "from sdnmpi.emu import idle; print(artefacts.root()); "
@@ -122,7 +133,7 @@ def test_installed_units_pass_systemd_analyze_verify(installed: Installed, tmp_p
         pytest.fail("systemd-analyze missing: apt-get install -y systemd")
     units = installed.prefix / "lib/systemd/system"
     paths = [units / "sdnmpi-controller.service", units / "sdnmpi-manager.service",
-             units / "sdnmpi-agent@eth1.service"]  # fmt: skip
+             units / "sdnmpi-console.service", units / "sdnmpi-agent@eth1.service"]  # fmt: skip
     assert _verify(paths) == "rc=0 "
     # the check can fail: an unknown key, and an ExecStart that is not installed
     bad = tmp_path / "bad@.service"
@@ -151,7 +162,7 @@ def test_units_hold_only_the_capabilities_they_need(installed: Installed) -> Non
         text = (units / unit).read_text()
         return re.findall(rf"^{key}=(.*)$", text, re.MULTILINE)
 
-    for unit in ("sdnmpi-controller.service", "sdnmpi-manager.service"):
+    for unit in ("sdnmpi-controller.service", "sdnmpi-manager.service", "sdnmpi-console.service"):
         assert settings(unit, "CapabilityBoundingSet") == [""], unit
         assert settings(unit, "User") == ["sdnmpi"], unit
     agent_caps = {"CAP_BPF", "CAP_PERFMON", "CAP_NET_ADMIN", "CAP_SYS_PTRACE"}
@@ -165,6 +176,7 @@ def test_units_hold_only_the_capabilities_they_need(installed: Installed) -> Non
     print(f"\nsystemd-analyze security exposure: {scores}")
     assert scores["sdnmpi-controller.service"] <= 2.0
     assert scores["sdnmpi-manager.service"] <= 2.0
+    assert scores["sdnmpi-console.service"] <= 2.0
     assert scores["sdnmpi-agent@.service"] <= 5.0
 
 

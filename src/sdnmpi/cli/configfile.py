@@ -39,6 +39,7 @@ DAEMONS = {
     "controller": "sdnmpi.cli.controller",
     "manager": "sdnmpi.cli.manager",
     "agent": "sdnmpi.cli.agent",
+    "console": "sdnmpi.cli.console",
 }
 
 #: Options of a run command that are not keys of its table (flags without dashes).

@@ -11,11 +11,14 @@ from typing import Any
 
 import typer
 
+from sdnmpi.cli.configfile import config_option
+
 app = typer.Typer(help="The live web console (read-only).", no_args_is_help=True)
 
 
 @app.command("run")
 def run_command(
+    config_file: Path | None = config_option("console"),
     controller_api: Path = typer.Option(
         ..., "--controller-api", help="The controller's API socket (controller --api-socket)."
     ),
