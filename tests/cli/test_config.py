@@ -437,3 +437,17 @@ def test_example_lists_every_key_and_its_default_is_valid(
         for key, v in table.items():
             assert v["source"] == ("default" if v["value"] is None else "file"), (daemon, key)
             assert v["value"] == defaults["daemons"][daemon][key]["value"], (daemon, key)
+
+
+def test_the_admin_guides_configuration_is_valid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/ADMIN.md's sample file: every key known and well typed, taken from the file."""
+    doc = (Path(__file__).parents[2] / "docs/ADMIN.md").read_text()
+    (sample,) = re.findall(r"```toml\n(.*?)```", doc, re.S)
+    path = toml(tmp_path / "admin.toml", sample)
+    code, out, err = run(capsys, "config", "show", "--config", str(path), "--json")
+    assert (code, err) == (0, "")
+    shown = json.loads(out)["daemons"]
+    assert shown["controller"]["stats-interval"] == {"value": 0.5, "source": "file"}
+    assert shown["console"]["controller-api"]["source"] == "file"
