@@ -7,7 +7,7 @@ import json
 import pytest
 
 from sdnmpi.cli.bcast import parse_sizes
-from tests.cli.test_cli import run
+from tests.cliutil import run_cli as run
 
 EIGHT = "node01,node05,node09,node13,node17,node21,node25,node02"
 

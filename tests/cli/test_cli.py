@@ -9,18 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sdnmpi.cli.main import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """Run the CLI in-process; return (exit code, stdout, stderr)."""
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.cliutil import run_cli as run
 
 
 def test_topology_show_milk_json(capsys):

@@ -14,21 +14,11 @@ import typer
 
 from sdnmpi.cli import configfile
 from sdnmpi.cli.configfile import DAEMONS, config_option
-from sdnmpi.cli.main import build_app, main
+from sdnmpi.cli.main import build_app
 from sdnmpi.errors import SdnMpiError, StoreError
+from tests.cliutil import run_cli as run
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """Run ``sdnmpi`` in-process; return (exit code, stdout, stderr)."""
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def toml(path: Path, text: str) -> Path:

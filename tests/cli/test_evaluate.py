@@ -15,7 +15,7 @@ from sdnmpi.core.placement import Placement
 from sdnmpi.core.routing.model import Demands, Fabric
 from sdnmpi.errors import PatternError
 from sdnmpi.sim import parse_protocol
-from tests.cli.test_cli import run
+from tests.cliutil import run_cli as run
 
 GOLDEN = Path(__file__).parent / "golden" / "evaluate-allreduce28.json"
 ARGS = [

@@ -13,20 +13,10 @@ from typing import Any
 import pytest
 
 from sdnmpi import catalog
-from sdnmpi.cli.main import main
 from sdnmpi.core import topospecs
 from sdnmpi.core.generators import fat_tree, leaf_spine, xgft
 from sdnmpi.errors import TopologyError
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.cliutil import run_cli as run
 
 
 # -- topology generator specs ----------------------------------------------------------------

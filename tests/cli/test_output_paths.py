@@ -11,7 +11,7 @@ import pytest
 
 from sdnmpi.cli.output import output_dir, output_file, written
 from sdnmpi.errors import ConfigError
-from tests.cli.test_cli import run
+from tests.cliutil import run_cli as run
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -13,11 +12,8 @@ from sdnmpi.controller.api import ApiHandler
 from sdnmpi.controller.portstats import PortStats
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.formats.native import topology_to_dict
-from tests.controller.conftest import Setup, steady
-
-
-def line(**req: Any) -> bytes:
-    return json.dumps(req).encode() + b"\n"
+from tests.controller.conftest import Setup, steady, synced_api
+from tests.controller.conftest import request_line as line
 
 
 @pytest.fixture
@@ -27,9 +23,7 @@ def setup() -> Setup:
 
 @pytest.fixture
 def api(setup: Setup) -> ApiHandler:
-    handler = ApiHandler(setup.planner)
-    handler.synced = True
-    return handler
+    return synced_api(setup)
 
 
 def reply(api: ApiHandler, **req: Any) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -9,6 +10,7 @@ import pytest
 
 from sdnmpi.catalog import load_topology
 from sdnmpi.controller import Planner, PlannerConfig
+from sdnmpi.controller.api import ApiHandler
 from sdnmpi.controller.flows import Message
 from sdnmpi.controller.packets import ipv4
 from sdnmpi.core.generators import fat_tree, leaf_spine
@@ -60,3 +62,15 @@ def planned(topo: Topology, router: str) -> tuple[Fabric, Demands, Routing]:
 @pytest.fixture(params=sorted(TOPOLOGIES))
 def topo(request: pytest.FixtureRequest) -> Topology:
     return TOPOLOGIES[request.param]()
+
+
+def request_line(**req: object) -> bytes:
+    """One API request as the controller's socket receives it (a JSON line)."""
+    return json.dumps(req).encode() + b"\n"
+
+
+def synced_api(setup: Setup) -> ApiHandler:
+    """An API handler on ``setup``'s planner, past its first sync (changes allowed)."""
+    handler = ApiHandler(setup.planner)
+    handler.synced = True
+    return handler

@@ -16,13 +16,10 @@ from sdnmpi.controller.measure import FIRST_ID
 from sdnmpi.controller.planner import Planner
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.wire.controller_api import OPS, encode_pairs
-from tests.controller.conftest import Setup, steady
+from tests.controller.conftest import Setup, steady, synced_api
+from tests.controller.conftest import request_line as line
 
 PATH = ["h1", "leaf1", "spine2", "leaf2", "h3"]
-
-
-def line(**req: Any) -> bytes:
-    return json.dumps(req).encode() + b"\n"
 
 
 @pytest.fixture
@@ -32,9 +29,7 @@ def setup() -> Setup:
 
 @pytest.fixture
 def api(setup: Setup) -> ApiHandler:
-    handler = ApiHandler(setup.planner)
-    handler.synced = True
-    return handler
+    return synced_api(setup)
 
 
 def sent(setup: Setup, answer: Answer) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from sdnmpi import catalog
-from sdnmpi.cli.main import main
 from sdnmpi.core.generators import fat_tree, leaf_spine
 from sdnmpi.core.topology import Topology
 from sdnmpi.emu import fabriclock, runner
@@ -24,6 +23,7 @@ from sdnmpi.emu.plan import OVS_WMEM_DEFAULT, FabricPlan, Resource, make_plan
 from sdnmpi.emu.queues import FRAME_BYTES, switch_mark_bytes, tcp_rto_min_s
 from sdnmpi.emu.state import FabricState, load_state, save_state, state_from_dict
 from sdnmpi.errors import ConfigError, FormatError
+from tests.cliutil import run_cli as _cli
 
 TOPOLOGIES = ["unisonflow", "allreduce28", "netsa", "milk"]
 
@@ -262,16 +262,6 @@ def test_launcher_script_parses_ssh_arguments(tmp_path: Path):
     assert ssh("10.0.0.2", "true").stdout.split("|")[2] == "sdnmpi-mpi-h2"
     bad = ssh("h9", "true")
     assert bad.returncode == 255 and "no host 'h9'" in bad.stderr
-
-
-def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_cli_errors_for_a_fabric_that_is_not_up(capsys, tmp_path: Path):

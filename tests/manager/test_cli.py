@@ -8,19 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sdnmpi.cli.main import main
 from sdnmpi.manager.client import ManagerClient
+from tests.cliutil import run_cli as run
 from tests.manager.test_server import Running, write_pattern
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

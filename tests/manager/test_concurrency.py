@@ -32,8 +32,8 @@ from sdnmpi.manager.requests import PatternUpload
 from sdnmpi.manager.service import ManagerService, released
 from sdnmpi.testing import FakeClock
 from sdnmpi.wire import manager_pb2 as pb
+from tests.cliutil import run_cli as run
 from tests.manager.conftest import ALICE, SCHED, pattern_bytes
-from tests.manager.test_cli import run
 from tests.manager.test_server import Running, write_pattern
 from tests.manager.test_service import create, run_job
 

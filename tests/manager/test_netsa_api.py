@@ -14,7 +14,7 @@ import pytest
 
 from sdnmpi.manager.client import ManagerClient
 from sdnmpi.wire import manager_pb2 as pb
-from tests.manager.test_cli import run
+from tests.cliutil import run_cli as run
 from tests.manager.test_server import Running, write_pattern
 from tests.pmpi.test_reader import header, send, world, write
 

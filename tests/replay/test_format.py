@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdnmpi.cli.main import main
 from sdnmpi.core import workloads
 from sdnmpi.core.pattern import Cell, Pattern, Phase
 from sdnmpi.errors import FormatError, PatternError
 from sdnmpi.formats import replay
+from tests.cliutil import run_cli
 
 CHARS = st.characters(codec="utf-8", exclude_characters="\0")  # no surrogates, no NUL
 texts = st.text(CHARS, max_size=24)
@@ -153,16 +153,6 @@ def test_reader_collects_large_phases_as_int64() -> None:
 
 
 # -- sdnmpi pattern convert -------------------------------------------------------------
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize(
