@@ -84,6 +84,8 @@ class JobRoutes:
         try:
             self._check(job_id, routes, inventory)
             self.jobs[job_id] = tuple(routes)
+            # every route was just checked live: its rules, without checking them again
+            self._rules[job_id] = (inventory.version, tuple(job_rules(job_id, routes)))
             self._check_budget(job_id, inventory, defaults)
         except RoutingError:
             self.jobs.pop(job_id, None)

@@ -698,7 +698,7 @@ def _delete_strict(rule: FlowRule) -> FlowRule:
 
 
 def _order(rule: FlowRule) -> tuple[int, int, int, str]:
-    return (rule.dpid, rule.table_id, -rule.priority, rule.match.render())
+    return (rule.dpid, rule.table_id, -rule.priority, rule.match.rendered)
 
 
 def _korder(item: tuple[RuleKey, FlowRule]) -> tuple[int, int, int, str]:
