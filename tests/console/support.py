@@ -3,10 +3,7 @@ transmit counter, the load the page shows, and the delay from one to the other."
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -16,6 +13,7 @@ from pathlib import Path
 
 from sdnmpi.core.topology import Topology
 from sdnmpi.emu.plan import FabricPlan
+from sdnmpi.emu.runner import stop_child
 from sdnmpi.testing.waits import wait_for
 from tests.console.browser import Browser
 from tests.emu.support import ofctl
@@ -44,12 +42,7 @@ def start(argv: list[str], log: Path, ready: str, timeout: float = 30) -> subpro
 
 def stop(proc: subprocess.Popen[bytes]) -> int:
     """SIGTERM (then SIGKILL) to our child by PID; its exit code."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            return proc.wait(timeout=10)
-    return proc.wait(timeout=5)
+    return stop_child(proc)
 
 
 def tx_bytes(plan: FabricPlan, switch: str, port: int) -> int:

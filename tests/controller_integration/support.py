@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -64,14 +62,7 @@ class Controller:
     def stop(self) -> int | None:
         """SIGTERM (then SIGKILL) to our child by PID; its exit code."""
         proc, self.proc = self.proc, None
-        if proc is None:
-            return None
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                return proc.wait(timeout=5)
-        return proc.wait(timeout=5)
+        return None if proc is None else runner.stop_child(proc, timeout_s=5)
 
 
 @contextlib.contextmanager

@@ -339,6 +339,16 @@ def daemon_pid(pidfile: Path) -> int | None:
     return pid
 
 
+def stop_child(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> int:
+    """SIGTERM our child ``proc`` by PID, SIGKILL it if it lingers; its exit code."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return proc.wait(timeout=timeout_s)
+    return proc.wait(timeout=timeout_s)
+
+
 def stop_daemon(pidfile: Path) -> None:
     """SIGTERM the daemon of ``pidfile``, SIGKILL it if it lingers."""
     pid = daemon_pid(pidfile)

@@ -30,7 +30,6 @@ import logging
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -40,7 +39,14 @@ from pathlib import Path
 
 from sdnmpi.core.topology import Topology
 from sdnmpi.emu.plan import NETDEV_DATAPATH, OVS_SCHEMA
-from sdnmpi.emu.runner import EmuError, _netns_exists, daemon_pid, run_cmd, stop_daemon
+from sdnmpi.emu.runner import (
+    EmuError,
+    _netns_exists,
+    daemon_pid,
+    run_cmd,
+    stop_child,
+    stop_daemon,
+)
 from sdnmpi.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -329,12 +335,5 @@ class ControllerProcess:
     def stop(self) -> None:
         """SIGTERM, then SIGKILL, to our child by PID."""
         proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)
-                return
-        proc.wait(timeout=10)
+        if proc is not None:
+            stop_child(proc)
