@@ -71,11 +71,13 @@ unit-user:
 	@$(MAKE) --no-print-directory DEPS= $(PB)
 	$(BIN)/pytest -q -m "not root and not toolchain"
 
-# make test's last step: the quick report (root; without root it says so and passes).
+# make test's last step: the quick report (root; without root it says so and passes),
+# scripts/reproduce.py --quick --strict --out out/reproduce, and what it must show
+# (tests/reproduce/test_quick_report.py).
 .PHONY: reproduce-ci
 reproduce-ci: $(STAMP) $(PB) csrc
 	@if [ "$$(id -u)" -ne 0 ]; then echo "reproduce-ci: skipped, needs root (sudo make test)"; \
-	else $(BIN)/python scripts/reproduce.py --quick --strict --out out/reproduce $(REPRODUCE_ARGS); fi
+	else REPRODUCE_ARGS="$(REPRODUCE_ARGS)" $(BIN)/pytest -q -s --reproduce-ci tests/reproduce; fi
 
 demo: $(STAMP) $(PB)
 	@scripts/demo.sh

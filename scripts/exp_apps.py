@@ -135,7 +135,7 @@ class App:
 
 def apps_for(quick: bool) -> dict[str, App]:
     """The two applications at the quick or the full size."""
-    steps = 40 if quick else 150
+    steps = 20 if quick else 150  # quick: CI's check (a loop of 12-20 s per run)
     lj = ["-in", str(APPS_DIR / "in.lj"), "-var", "steps", str(steps)]
     lj += [a for d in ("nx", "ny", "nz") for a in ("-var", d, "20")]
     lammps = App("lammps", f"LAMMPS LJ, 32,000 atoms, {steps} steps", "LAMMPS in.lj", "lmp",
@@ -515,7 +515,7 @@ def failed_app(app: App, exc: Exception) -> dict[str, Any]:
 
 
 def reproduce(ctx: Context) -> list[Row]:
-    """``make reproduce``: LAMMPS (quick: 60 steps, one run per routing; full: 300
+    """``make reproduce``: LAMMPS (quick: 20 steps, one run per routing; full: 150
     steps, two) and, in the full form only, HPCC."""
     require_programs({"srun": "apt-get install slurm-wlm slurm-client"})
     summary = experiment(ctx, list(apps_for(ctx.quick)))
@@ -531,7 +531,7 @@ def rows_from_saved(out: Path) -> list[Row]:
 
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="LAMMPS only, 60 steps, one run each.")
+    ap.add_argument("--quick", action="store_true", help="LAMMPS only, 20 steps, one run each.")
     ap.add_argument("--apps", default="lammps,hpcc", help="Which applications (lammps,hpcc).")
     ap.add_argument(
         "--link-scale",

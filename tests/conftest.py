@@ -3,9 +3,10 @@
 ``root``: needs root (network namespaces, Open vSwitch, eBPF programs, Slurm
 daemons, another uid).  ``toolchain``: builds C or C++ here (cc, clang, g++, mpicc)
 or runs what the build makes.  ``integration``: runs real components together.
-A contributor without root or compilers runs ``make unit-user`` (``pytest -m "not
-root and not toolchain"``); ``make test`` runs everything.  Without root a ``root``
-test is skipped with that hint, except under CI (``CI=true``), which must run it.
+``reproduce``: the quick report, run by ``make reproduce-ci`` (``--reproduce-ci``) and
+by nothing else.  A contributor without root or compilers runs ``make unit-user``
+(``pytest -m "not root and not toolchain"``); ``make test`` runs everything.  Without
+root a ``root`` test is skipped with that hint, except under CI (``CI=true``), which must run it.
 """
 
 from __future__ import annotations
@@ -40,14 +41,29 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
 }
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--reproduce-ci",
+        action="store_true",
+        help="run only the tests marked reproduce (make reproduce-ci: the quick report)",
+    )
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Add the marks of the shared fixtures each test uses (:data:`FIXTURE_MARKS`)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Add the marks of the shared fixtures each test uses (:data:`FIXTURE_MARKS`), and
+    keep the ``reproduce`` tests for ``--reproduce-ci`` (and only them there): the quick
+    report is ``make test``'s last step, after every other test."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         for mark in sorted({m for f in names & set(FIXTURE_MARKS) for m in FIXTURE_MARKS[f]}):
             if item.get_closest_marker(mark) is None:
                 item.add_marker(mark)
+    wanted = bool(config.getoption("--reproduce-ci"))
+    keep = [i for i in items if (i.get_closest_marker("reproduce") is not None) == wanted]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -439,5 +439,6 @@ def test_the_admin_guides_configuration_is_valid(
     code, out, err = run(capsys, "config", "show", "--config", str(path), "--json")
     assert (code, err) == (0, "")
     shown = json.loads(out)["daemons"]
-    assert shown["controller"]["stats-interval"] == {"value": 0.5, "source": "file"}
+    assert shown["controller"]["stats-interval"] == {"value": 2.0, "source": "file"}
+    assert shown["controller"]["live-stats-interval"] == {"value": 0.5, "source": "file"}
     assert shown["console"]["controller-api"]["source"] == "file"

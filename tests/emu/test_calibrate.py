@@ -1,5 +1,6 @@
 """sdnmpi.emu.calibrate's measurement logic on a fake benchmark (the real run, with
-root and a fabric, is tests/emu/test_calibrate_fabric.py)."""
+root and a fabric, is tests/reproduce/test_quick_report.py, on the quick
+report's calibration)."""
 
 from __future__ import annotations
 

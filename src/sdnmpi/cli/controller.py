@@ -37,6 +37,12 @@ def run_command(
     stats_interval_s: float = typer.Option(
         2.0, "--stats-interval", help="Seconds between port-statistics polls."
     ),
+    live_stats_interval_s: float = typer.Option(
+        0.5,
+        "--live-stats-interval",
+        help="Seconds between port-statistics polls while somebody reads the port rates "
+        "(a console watching: read in the last 10 s); never longer than --stats-interval.",
+    ),
     stats_out: Path | None = typer.Option(
         None,
         "--stats-out",
@@ -118,6 +124,8 @@ def run_command(
         raise ConfigError(f"--metrics-port {metrics_port} is not a TCP port (0: no endpoint)")
     if stats_interval_s <= 0:
         raise ConfigError(f"--stats-interval must be > 0, got {stats_interval_s}")
+    if live_stats_interval_s <= 0:
+        raise ConfigError(f"--live-stats-interval must be > 0, got {live_stats_interval_s}")
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(name)s %(levelname)s: %(message)s",
@@ -141,6 +149,7 @@ def run_command(
         planner,
         stats_interval_s,
         stats_out,
+        live_stats_interval_s=live_stats_interval_s,
         hold_s=hold_s,
         api_socket=api_socket,
         job_store=store,

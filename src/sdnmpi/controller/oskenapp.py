@@ -71,7 +71,14 @@ from sdnmpi.controller.ofcodec import (
     rule_from_stats,
 )
 from sdnmpi.controller.planner import Planner
-from sdnmpi.controller.portstats import PortPeer, PortStats, port_peers, port_samples
+from sdnmpi.controller.portstats import (
+    PortPeer,
+    PortRate,
+    PortStats,
+    poll_interval,
+    port_peers,
+    port_samples,
+)
 from sdnmpi.controller.syncpolicy import SyncPolicy, discovery_complete
 from sdnmpi.errors import ConfigError, SdnMpiError
 
@@ -106,6 +113,8 @@ class AppSettings:
     planner: Planner
     stats_interval_s: float = 2.0
     stats_out: Path | None = None
+    #: The poll interval while the port rates are read (a console watching).
+    live_stats_interval_s: float = 0.5
     quiet_s: float = 0.5
     hold_s: float = 20.0
     api_socket: Path | None = None
@@ -161,7 +170,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self.api = ApiHandler(self.planner)
         self.api.now, self.api.started_at = time.time, time.time()
         self.api.tags.port_load = self.stats.tx_load
-        self.api.port_rates = self.stats.latest
+        self.api.port_rates = self._read_rates
+        self._rates_read_at: float | None = None
         self.threads.append(hub.spawn(self._sync_loop))
         self.threads.append(hub.spawn(self._stats_loop))
         if self.cfg.api_socket is not None:
@@ -625,9 +635,21 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         return True
 
     # -- port statistics ------------------------------------------------------------------
+    def _read_rates(self) -> list[PortRate]:
+        """The API's ``port_stats``: the last rates, and a watcher noted (lock held)."""
+        self._rates_read_at = time.monotonic()
+        return self.stats.latest()
+
     def _stats_loop(self) -> None:
         while True:
-            hub.sleep(self.cfg.stats_interval_s)
+            hub.sleep(
+                poll_interval(
+                    time.monotonic(),
+                    self._rates_read_at,
+                    self.cfg.stats_interval_s,
+                    self.cfg.live_stats_interval_s,
+                )
+            )
             with self.lock:
                 for dp in list(self.datapaths.values()):
                     ofp, parser = dp.ofproto, dp.ofproto_parser

@@ -28,6 +28,31 @@ from sdnmpi.errors import ConfigError
 #: Rate samples kept per port (one hour at the default 2 s interval).
 DEFAULT_HISTORY = 1800
 
+#: How long after the last read of the port rates (the API's ``port_stats``, which the
+#: console polls) the controller keeps polling at its live interval.
+LIVE_WINDOW_S = 10.0
+
+
+def poll_interval(
+    now: float, last_read: float | None, interval_s: float, live_interval_s: float
+) -> float:
+    """Seconds until the next port-statistics poll: ``live_interval_s`` while somebody
+    watches (read the rates within :data:`LIVE_WINDOW_S`), else ``interval_s``.
+
+    Polling every switch twice a second costs the controller CPU on a large fabric for
+    nothing while nobody looks; a console needs it to show loads within a second.
+
+    >>> poll_interval(100.0, None, 2.0, 0.5)
+    2.0
+    >>> poll_interval(100.0, 95.0, 2.0, 0.5)
+    0.5
+    >>> poll_interval(100.0, 80.0, 2.0, 0.5)
+    2.0
+    """
+    if last_read is not None and now - last_read < LIVE_WINDOW_S:
+        return min(interval_s, live_interval_s)
+    return interval_s
+
 
 @dataclass(frozen=True)
 class PortRate:
