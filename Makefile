@@ -156,8 +156,7 @@ install: csrc
 # sdnmpi-bench, libsdnmpi_idle.so and eBPF objects; from /tmp, no checkout on PYTHONPATH.
 .PHONY: demo-installed
 demo-installed:
-	cd /tmp && env -u PYTHONPATH $(PREFIX)/lib/sdnmpi/venv/bin/python \
-	  $(CURDIR)/scripts/demo_fabric.py --no-large --out $(CURDIR)/out/demo-installed
+	cd /tmp && $(PREFIX)/bin/sdnmpi-demo --no-large --out $(CURDIR)/out/demo-installed
 
 # The sdist and the wheel (setup.py generates the gRPC stubs into the wheel).
 dist: $(STAMP)

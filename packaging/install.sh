@@ -76,6 +76,12 @@ if [ -n "$DESTDIR" ]; then  # scripts name their interpreter by its staged path
 fi
 install -d "$(d "$BINDIR")"
 ln -sfn "$VENV/bin/sdnmpi" "$(d "$BINDIR")/sdnmpi"
+# the emulated demo (make demo's run, root): the script and a launcher with the venv's Python
+install -D -m 0644 "$here/scripts/demo_fabric.py" "$(d "$LIBDIR")/demo/demo_fabric.py"
+printf '#!/bin/sh\n# sdnmpi: the emulated demo from this installation (docs/INSTALL.md)\n%s\n' \
+    "exec env -u PYTHONPATH $VENV/bin/python $LIBDIR/demo/demo_fabric.py \"\$@\"" \
+    > "$(d "$BINDIR")/sdnmpi-demo"
+chmod 0755 "$(d "$BINDIR")/sdnmpi-demo"
 
 # --- compiled parts, in the build tree's layout (sdnmpi.artefacts looks them up there)
 install -d "$(d "$LIBDIR")/bpf"

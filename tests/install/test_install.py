@@ -74,6 +74,9 @@ def test_make_install_puts_every_part_where_the_docs_say(installed: Installed) -
                  "openmpi/sdnmpi-bench", "spank/sdnmpi_spank.so", "doc/INSTALL.md"):  # fmt: skip
         assert (lib / part).is_file(), part
     assert os.access(p / "bin" / "sdnmpi-bench-openmpi", os.X_OK)
+    assert (lib / "demo" / "demo_fabric.py").is_file()
+    demo = run([str(p / "bin" / "sdnmpi-demo"), "--help"], env=clean_env(), cwd=p).stdout
+    assert "--no-large" in demo, demo
     snippet = (p / "etc/slurm/plugstack.conf.d/sdnmpi.conf").read_text()
     assert f"optional {lib}/spank/sdnmpi_spank.so manager=unix:/run/sdnmpi/manager.sock" in snippet
     assert json.loads((lib / "sdnmpi-install.json").read_text())["libdir"] == str(lib)
