@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from sdnmpi.emu.runner import stop_child
 from sdnmpi.node.agent import Agent, AgentConfig, LocalTagHub
 from sdnmpi.node.bpf import ConnContext, FourTuple
 from sdnmpi.testing.waits import wait_for
@@ -146,3 +150,82 @@ def test_agent_tags_a_ranks_connection_and_cleans_up(hosts: Hosts, bpf_object: P
     assert not sock.exists()
     shown = sh("tc", "-n", hosts.a, "filter", "show", "dev", hosts.veth_a, "egress", check=False)
     assert "sdnmpi" not in shown.stdout and "bpf" not in shown.stdout
+
+
+def _unit_filter(unit: Path) -> tuple[set[str], set[str]]:
+    """The system calls a unit's ``SystemCallFilter=`` lines allow and deny, groups
+    expanded by ``systemd-analyze syscall-filter`` (the installed systemd's own lists)."""
+
+    def expand(name: str, seen: set[str]) -> set[str]:
+        if not name.startswith("@"):
+            return {name}
+        if name in seen:
+            return set()
+        seen.add(name)
+        out = sh("systemd-analyze", "syscall-filter", name).stdout
+        names: set[str] = set()
+        for line in out.splitlines():
+            if line.startswith("    ") and not line.strip().startswith("#"):
+                names |= expand(line.strip(), seen)
+        return names
+
+    allowed: set[str] = set()
+    denied: set[str] = set()
+    for line in unit.read_text().splitlines():
+        if line.startswith("SystemCallFilter="):
+            value = line.split("=", 1)[1]
+            into, value = (denied, value[1:]) if value.startswith("~") else (allowed, value)
+            for name in value.split():
+                into |= expand(name, set())
+    return allowed, denied
+
+
+def test_the_agent_units_system_call_filter_allows_what_the_agent_calls(
+    hosts: Hosts, bpf_object: Path
+) -> None:
+    """``sdnmpi agent run`` for real (the process the unit starts) under strace, serving a
+    rank whose connection it tags, then stopped: every system call it made is one that
+    packaging/systemd/sdnmpi-agent@.service's filter lets through.  (The build machines'
+    PID 1 is not systemd, so the unit itself cannot be started here.)"""
+    if shutil.which("strace") is None or shutil.which("systemd-analyze") is None:
+        pytest.fail("needs strace and systemd-analyze (scripts/apt-packages.txt)")
+    allowed, denied = _unit_filter(REPO / "packaging" / "systemd" / "sdnmpi-agent@.service")
+    assert "bpf" in allowed and allowed - denied, "the agent unit has no usable filter"
+    sock, trace = hosts.workdir / "agent.sock", hosts.workdir / "agent.strace"
+    pidfile = hosts.workdir / "agent.pid"
+    cli = [sys.executable, "-c", "from sdnmpi.cli.main import main; main()"]
+    argv = ["ip", "netns", "exec", hosts.a, "strace", "-f", "-qq", "-o", str(trace), *cli,
+            "agent", "run", "--iface", hosts.veth_a, "--socket", str(sock),
+            "--bpf-object", str(bpf_object), "--pidfile", str(pidfile)]  # fmt: skip
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", hosts.b, sys.executable, "-c", SERVER, IP_B],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    log = (hosts.workdir / "agent.log").open("wb")
+    agent = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    ranks: list[FakeRank] = []
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        wait_for("the agent's socket", sock.exists, 30)
+        r0 = rank(hosts.a, sock, 0, 5000)
+        ranks.append(r0)
+        assert isinstance(r0.hello, dict), r0.hello
+        assert isinstance(r0.do(f"connect {IP_B} 5001"), list)
+        r0.do("prim 3")
+        r0.do("send 2000")
+        r0.do("status")
+        r0.kill()
+        # the agent itself (strace's child) stops as the unit's SIGTERM would stop it
+        os.kill(int(pidfile.read_text()), signal.SIGTERM)
+        assert agent.wait(timeout=20) == 0, (hosts.workdir / "agent.log").read_text()
+    finally:
+        for r in ranks:
+            r.kill()
+        stop_child(agent, timeout_s=20)
+        log.close()
+        server.kill()
+        server.wait(timeout=10)
+    calls = {m.group(1) for m in re.finditer(r"^\d+ +([a-z0-9_]+)\(", trace.read_text(), re.M)}
+    assert {"bpf", "accept4", "sendmsg"} <= calls, sorted(calls)  # it did its work traced
+    blocked = sorted(c for c in calls if c not in allowed or c in denied)
+    assert not blocked, f"the agent unit's SystemCallFilter would kill the agent at {blocked}"
