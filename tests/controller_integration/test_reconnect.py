@@ -14,6 +14,7 @@ from os_ken.controller.handler import (  # type: ignore[import-untyped]
     DEAD_DISPATCHER,
     MAIN_DISPATCHER,
 )
+from os_ken.lib import hub  # type: ignore[import-untyped]
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser  # type: ignore[import-untyped]
 
 from sdnmpi.controller.oskenapp import AppSettings, SdnMpiApp
@@ -48,7 +49,10 @@ class FakeDatapath:
 
 
 @pytest.fixture
-def app() -> Iterator[SdnMpiApp]:
+def app(monkeypatch: pytest.MonkeyPatch) -> Iterator[SdnMpiApp]:
+    """The app without its loops (sync, statistics): os-ken's threads are not daemons,
+    and these tests call the handlers themselves."""
+    monkeypatch.setattr(hub, "spawn", lambda *args, **kwargs: None)
     SdnMpiApp.settings = AppSettings(Planner(leaf_spine(1, 2, 2)), hold_s=600)
     try:
         yield SdnMpiApp()

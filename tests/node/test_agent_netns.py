@@ -8,6 +8,7 @@ counters), another connection of the same process left alone, death of a rank
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -221,6 +222,9 @@ def test_the_agent_units_system_call_filter_allows_what_the_agent_calls(
     finally:
         for r in ranks:
             r.kill()
+        if agent.poll() is None and pidfile.exists():  # stopping strace would orphan it
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pidfile.read_text()), signal.SIGTERM)
         stop_child(agent, timeout_s=20)
         log.close()
         server.kill()
