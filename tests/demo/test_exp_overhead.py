@@ -10,20 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.emu.support import require_root_and_tools
+from tests.emu.support import namespaces, require_root_and_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.root, pytest.mark.toolchain, pytest.mark.integration]
 
 
-def _namespaces() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
-    return {line.split()[0] for line in out.stdout.splitlines() if line.strip()}
-
-
 def test_overhead_direct_link_short(tmp_path: Path) -> None:
     require_root_and_tools()
-    before = _namespaces()
+    before = namespaces()
     summary_path = tmp_path / "ovd.json"
     argv = [sys.executable, str(ROOT / "scripts" / "exp_overhead.py"), "--direct", "--quick"]
     argv += ["--repeat", "1", "--iters", "50", "--json", str(summary_path)]
@@ -42,4 +37,4 @@ def test_overhead_direct_link_short(tmp_path: Path) -> None:
         for mode in ("tag", "profile"):
             shift = row[mode]["median"] - row["none"]["median"]
             assert row[mode]["vs_none"] == pytest.approx(shift)
-    assert _namespaces() == before
+    assert namespaces() == before

@@ -86,6 +86,11 @@ def assert_clean(plan: FabricPlan, pids: list[int]) -> None:
         assert not alive, f"OVS daemon {pid} still runs"
 
 
+def namespaces() -> set[str]:
+    """The names of the network namespaces that exist now (``ip netns list``)."""
+    return {line.split()[0] for line in _out("ip", "netns", "list").splitlines() if line.strip()}
+
+
 def _out(*argv: str) -> str:
     return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
 

@@ -1,10 +1,10 @@
 """``make test``'s last step: the quick report (``scripts/reproduce.py --quick --strict``)
 run once, for real, and what it must show.
 
-Marked ``reproduce``: the default ``pytest`` run leaves it out (``pyproject.toml``'s
-``addopts``) and ``make reproduce-ci`` runs it alone, after the other tests.  It replaces
-three tests that each ran an experiment the report runs again (the quick calibration,
-UnisonFlow's quick run): the same assertions, now on the report's own runs.
+Marked ``reproduce``: the default ``pytest`` run leaves it out (tests/conftest.py) and
+``make reproduce-ci`` runs it alone (``--reproduce-ci``), after the other tests.  It
+replaces two tests that each ran an experiment the report runs again (the quick
+calibration, UnisonFlow's quick run): the same assertions, now on the report's own runs.
 
 ``REPRODUCE_ARGS`` (``make reproduce-ci REPRODUCE_ARGS=...``) is passed on; with
 ``--only`` the checks of experiments not run are skipped.
@@ -24,7 +24,7 @@ import pytest
 
 from sdnmpi.report.reproduce import load_json
 from sdnmpi.sim.calibration import Calibration
-from tests.emu.support import require_root_and_tools
+from tests.emu.support import namespaces, require_root_and_tools
 
 pytestmark = [pytest.mark.reproduce, pytest.mark.root, pytest.mark.toolchain]
 pytestmark += [pytest.mark.integration, pytest.mark.slow]
@@ -39,18 +39,13 @@ def _sysctl(key: str) -> str:
     return Path("/proc/sys", key.replace(".", "/")).read_text().strip()
 
 
-def _namespaces() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
-    return {line.split()[0] for line in out.stdout.splitlines() if line.strip()}
-
-
 class Run:
     """The quick report's run: its exit code, the machine before and after, the report."""
 
     def __init__(self) -> None:
         self.args = shlex.split(os.environ.get("REPRODUCE_ARGS", ""))
         self.sysctls = {k: _sysctl(k) for k in SYSCTLS}
-        self.namespaces = _namespaces()
+        self.namespaces = namespaces()
         self.states = set(Path("/run/sdnmpi").glob("*/state.json"))
         argv = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--quick", "--strict"]
         # progress and failures to the terminal: make test's log shows them as they come
@@ -58,7 +53,7 @@ class Run:
             [*argv, "--out", str(OUT), *self.args], cwd=ROOT, check=False
         ).returncode
         self.sysctls_after = {k: _sysctl(k) for k in SYSCTLS}
-        self.namespaces_after = _namespaces()
+        self.namespaces_after = namespaces()
         self.states_after = set(Path("/run/sdnmpi").glob("*/state.json"))
         self.meta: dict[str, Any] = {}
         self.rows: list[dict[str, Any]] = []
