@@ -203,7 +203,8 @@ def _run(
 def _polls_live(ctl: Controller) -> None:
     """With the console reading the port rates, the controller polls every
     :data:`LIVE_INTERVAL_S` instead of its default 2 s: over 3 s, one port's rates come
-    from at least 4 polls (2 at the default interval)."""
+    from at least 3 polls (about 6; at most 2 at the default interval, so a loaded
+    machine that delays some polls does not fail it)."""
     times: dict[tuple[int, int], set[float]] = {}
     end = time.monotonic() + 3.0
     while time.monotonic() < end:
@@ -213,4 +214,4 @@ def _polls_live(ctl: Controller) -> None:
             times.setdefault((rate["dpid"], rate["port_no"]), set()).add(rate["time_s"])
         time.sleep(0.1)
     polls = max((len(t) for t in times.values()), default=0)
-    assert polls >= 4, f"port statistics from {polls} polls in 3 s: not polling live"
+    assert polls >= 3, f"port statistics from {polls} polls in 3 s: not polling live"
