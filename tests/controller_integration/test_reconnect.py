@@ -5,6 +5,10 @@ The os-ken app for real, with fake datapaths (no switch)."""
 
 from __future__ import annotations
 
+import doctest
+import struct
+import threading
+import time
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -17,35 +21,68 @@ from os_ken.controller.handler import (  # type: ignore[import-untyped]
 from os_ken.lib import hub  # type: ignore[import-untyped]
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser  # type: ignore[import-untyped]
 
+from sdnmpi.controller import outbox
+from sdnmpi.controller.flows import Barrier, FlowRule, Message
 from sdnmpi.controller.oskenapp import AppSettings, SdnMpiApp
+from sdnmpi.controller.outbox import Outbox
 from sdnmpi.controller.planner import Planner
 from sdnmpi.core.generators import leaf_spine
 
 DPID = 5
 
 
+#: OpenFlow 1.3 message names by (type, multipart type) of what the app sends here.
+_NAMES = {
+    (18, 7): "OFPGroupDescStatsRequest",
+    (18, 1): "OFPFlowStatsRequest",
+    (18, 4): "OFPPortStatsRequest",
+    (20, 0): "OFPBarrierRequest",
+    (14, 0): "OFPFlowMod",
+}
+
+
 class FakeDatapath:
-    """What the app uses of an os-ken ``Datapath``: its messages are recorded."""
+    """What the app uses of an os-ken ``Datapath``: the bytes it is given (through
+    the app's outbox) are split into messages and their names recorded.  With
+    ``blocked`` set, ``send`` waits until it is cleared, as os-ken's does once 16
+    buffers wait for a switch that does not read."""
 
     def __init__(self) -> None:
         self.id, self.state, self.is_active = DPID, MAIN_DISPATCHER, True
         self.ofproto, self.ofproto_parser = ofproto_v1_3, ofproto_v1_3_parser
         self.sent: list[str] = []
         self.xid = 0
+        self.unblocked = threading.Event()
+        self.unblocked.set()
 
     def set_xid(self, msg: Any) -> None:
         self.xid += 1
         msg.set_xid(self.xid)
 
-    def send_msg(self, msg: Any) -> None:
-        self.sent.append(type(msg).__name__)
+    def send(self, buf: bytes) -> bool:
+        self.unblocked.wait()
+        while buf:
+            kind, length = buf[1], struct.unpack_from("!H", buf, 2)[0]
+            sub = struct.unpack_from("!H", buf, 8)[0] if kind == 18 else 0
+            self.sent.append(_NAMES.get((kind, sub), f"type {kind}"))
+            buf = buf[length:]
+        return True
+
+    def close(self) -> None:
+        self.state, self.is_active = DEAD_DISPATCHER, False
 
     def closed(self) -> Any:
-        self.state, self.is_active = DEAD_DISPATCHER, False
+        self.close()
         return types.SimpleNamespace(datapath=self, state=DEAD_DISPATCHER)
 
     def up(self) -> Any:
         return types.SimpleNamespace(datapath=self, state=MAIN_DISPATCHER)
+
+
+def _flushed(app: SdnMpiApp, *dps: FakeDatapath) -> None:
+    for dp in dps:
+        box = app._outboxes.get(dp)
+        assert box is None or box.flush(5.0)
 
 
 @pytest.fixture
@@ -66,6 +103,7 @@ def test_the_older_connection_closing_leaves_the_newer_in_use(app: SdnMpiApp) ->
     app._state_change(new.up())
     app._state_change(old.closed())
     assert app.datapaths[DPID] is new
+    _flushed(app, new)
     assert new.sent.count("OFPFlowStatsRequest") == 1
 
 
@@ -78,8 +116,56 @@ def test_events_out_of_order_still_leave_the_live_connection_in_use(app: SdnMpiA
     app._state_change(old.up())
     app._state_change(old.closed())
     assert app.datapaths[DPID] is new
+    _flushed(app, new)
     assert new.sent.count("OFPFlowStatsRequest") == 2  # asked again for its rules
     assert DPID in app._flow_stats  # its report is awaited
     app._state_change(new.closed())
     assert DPID not in app.datapaths and DPID not in app._flow_stats
     assert not app._conns
+    assert not app._outboxes  # every connection's outbox closed with it
+
+
+def test_a_switch_that_does_not_read_never_holds_the_lock(app: SdnMpiApp) -> None:
+    """The fat_tree(16) stall: os-ken's ``send`` blocked under the app's lock while
+    the switch waited for the controller.  Now the app hands bytes to the
+    connection's outbox and returns; they go out, in order, once the switch reads."""
+    stuck = FakeDatapath()
+    stuck.unblocked.clear()
+    app._state_change(stuck.up())  # asks for its groups and rules: sent into the outbox
+    batch: list[Message] = [FlowRule(DPID, priority=10 + i) for i in range(39)]
+    batch.append(Barrier(DPID))
+    t0 = time.monotonic()
+    for _ in range(50):  # far more sends than os-ken's 16 buffers
+        with app.lock:
+            app.send(batch)
+    assert time.monotonic() - t0 < 2.0  # the lock was never held waiting for the switch
+    assert app.lock.acquire(timeout=1.0)
+    app.lock.release()
+    assert stuck.sent == []
+    stuck.unblocked.set()
+    _flushed(app, stuck)
+    assert stuck.sent[:2] == ["OFPGroupDescStatsRequest", "OFPFlowStatsRequest"]  # in order
+    assert len(stuck.sent) == 2 + 50 * 40
+
+
+def test_an_outbox_over_its_limit_gives_the_connection_up() -> None:
+    """A switch that never reads cannot make the controller queue without end."""
+    dp = FakeDatapath()
+    dp.unblocked.clear()
+    box = Outbox(dp.send, "switch 0x5", limit_bytes=1000, on_overflow=dp.close)
+    assert box.put(b"x" * 600)  # taken by the thread, which blocks in send
+    deadline = time.monotonic() + 5
+    while box.pending_bytes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert box.put(b"x" * 600)
+    assert not box.put(b"x" * 600)  # 1,200 unsent bytes: over the limit
+    assert box.closed and box.pending_bytes == 0
+    deadline = time.monotonic() + 5
+    while dp.is_active and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not dp.is_active  # the connection closed: the switch reconnects and resyncs
+    dp.unblocked.set()
+
+
+def test_outbox_doctests() -> None:
+    assert doctest.testmod(outbox).failed == 0

@@ -6,7 +6,9 @@ the :class:`~sdnmpi.controller.planner.Planner` (every routing decision), asks
 lines to :class:`~sdnmpi.controller.api.ApiHandler` (docs/controller-api.md), and
 encodes what comes back (:mod:`~sdnmpi.controller.ofcodec`: :class:`FlowRule` ->
 ``OFPFlowMod``, :class:`GroupMod` -> ``OFPGroupMod``, :class:`Barrier` ->
-``OFPBarrierRequest``, :class:`PacketOut` -> ``OFPPacketOut``); it polls port statistics
+``OFPBarrierRequest``, :class:`PacketOut` -> ``OFPPacketOut``) into each connection's
+:class:`~sdnmpi.controller.outbox.Outbox` (never waiting for a switch while it holds
+its lock); it polls port statistics
 into :class:`~sdnmpi.controller.portstats.PortStats` and writes the job store.
 
 Each switch reports the sdnmpi rules and groups it holds (flow-stats, group
@@ -71,6 +73,7 @@ from sdnmpi.controller.ofcodec import (
     packet_out,
     rule_from_stats,
 )
+from sdnmpi.controller.outbox import Outbox
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.portstats import (
     PortPeer,
@@ -171,6 +174,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         #: Every open connection of a switch, oldest first (``datapaths`` holds the one
         #: used): a reconnecting switch may have two for a while.
         self._conns: dict[int, list[Any]] = {}
+        #: Every connection's outgoing bytes, handed over by a thread of its own: the
+        #: app never waits for a switch while it holds its lock (docs/controller-scale.md).
+        self._outboxes: dict[Any, Outbox] = {}
         self._flow_stats: dict[int, list[Any]] = {}
         #: A connecting switch's group descriptions (xid of the request, entries so
         #: far), and both reports once complete, until the planner has them.
@@ -221,6 +227,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         conns = self._conns.get(dpid, [])
         if dp in conns:
             conns.remove(dp)
+        box = self._outboxes.pop(dp, None)
+        if box is not None:
+            box.close()
         if self.datapaths.get(dpid) is not dp:
             return
         # A switch that reconnects while its old connection still looks alive has two;
@@ -253,7 +262,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         groups = parser.OFPGroupDescStatsRequest(dp, 0)
         dp.set_xid(groups)
         self._group_stats[dp.id] = (groups.xid, [])
-        dp.send_msg(groups)
+        self._send_msg(dp, groups)
         req = parser.OFPFlowStatsRequest(
             dp,
             0,
@@ -264,7 +273,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             layout.OURS_MASK,
             parser.OFPMatch(),
         )
-        dp.send_msg(req)
+        self._send_msg(dp, req)
 
     @_on(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def _flow_stats_reply(self, ev: Any) -> None:
@@ -472,16 +481,17 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             )
         barriers: list[tuple[int, int]] = []
         # A switch's consecutive messages go out as one buffer (OpenFlow is a byte
-        # stream; up to SEND_CHUNK messages): os-ken hands every send to the switch's
-        # sender thread through a 16-slot queue, a thread switch per message.  Route
-        # rules are encoded without os-ken's message objects (flow_mod_bytes).
+        # stream; up to SEND_CHUNK messages) into its connection's outbox, whose thread
+        # hands them to os-ken (a 16-slot queue that blocks when the switch does not
+        # read: never while this lock is held).  Route rules are encoded without
+        # os-ken's message objects (flow_mod_bytes).
         out: list[bytes] = []
         out_dp: Any = None
         counts: dict[int, list[int]] = {}  # dpid -> [flow-mods, group-mods] sent
         for msg in messages:
             dp = self.datapaths.get(msg.dpid)
             if out and (dp is not out_dp or len(out) >= SEND_CHUNK):
-                out_dp.send(b"".join(out))
+                self._outbox(out_dp).put(b"".join(out))
                 out = []
             out_dp = dp
             if dp is None:
@@ -514,10 +524,25 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             req.serialize()
             out.append(bytes(req.buf))
         if out and out_dp is not None:
-            out_dp.send(b"".join(out))
+            self._outbox(out_dp).put(b"".join(out))
         for dpid, (flow_mods, group_mods) in counts.items():
             self.metrics.sent(dpid, flow_mods, group_mods)
         return barriers
+
+    def _outbox(self, dp: Any) -> Outbox:
+        """The connection's outbox (lock held), made at its first message."""
+        box = self._outboxes.get(dp)
+        if box is None:
+            box = Outbox(dp.send, f"switch {dp.id:#x}", on_overflow=dp.close)
+            self._outboxes[dp] = box
+        return box
+
+    def _send_msg(self, dp: Any, msg: Any) -> None:
+        """``Datapath.send_msg`` through the connection's outbox (lock held)."""
+        if msg.xid is None:
+            dp.set_xid(msg)
+        msg.serialize()
+        self._outbox(dp).put(bytes(msg.buf))
 
     @_on(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier_reply(self, ev: Any) -> None:
@@ -629,7 +654,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             dp.set_xid(req)
             self._counters[req.xid] = []
             waiting[req.xid] = dpid
-            dp.send_msg(req)
+            self._send_msg(dp, req)
         deadline = time.monotonic() + self.cfg.api_timeout_s
         try:
             while any(x not in self._counters_done for x in waiting):
@@ -698,7 +723,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             with self.lock:
                 for dp in list(self.datapaths.values()):
                     ofp, parser = dp.ofproto, dp.ofproto_parser
-                    dp.send_msg(parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY))
+                    self._send_msg(dp, parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY))
                 self.write_stats()
                 self.metrics.publish(self._snapshot())
 
