@@ -3,7 +3,7 @@
  * JSON (--json) is one object on one line, printed by rank 0 at the end:
  *   {"benchmark": "replay", "mpi_library", "nprocs", "parameters": {...},
  *    "pattern", "phases": [{"index", "label", "repeat", "cells", "messages",
- *    "bytes", "time_s", "time_avg_s", "messages_sent", "bytes_sent",
+ *    "bytes", "time_s", "time_avg_s", "wait_avg_s", "wait_cv", "messages_sent", "bytes_sent",
  *    "messages_received", "bytes_received"}], "total_s", "passes_s": [...],
  *    "mismatched_messages", "memory_bytes", "hosts": [...],
  *    "timestamps": {...}}
@@ -12,6 +12,10 @@
  * their MPI statuses) over every timed occurrence, summed over ranks.
  * time_s is a phase's time per occurrence: each rank's mean over its timed
  * occurrences, the maximum over ranks (time_avg_s: the mean over ranks).
+ * wait_avg_s and wait_cv: over every (rank, timed occurrence) in which the rank
+ * sends or receives, the mean and the coefficient of variation (standard
+ * deviation over mean) of its exchange's own time, from posting to the end of the
+ * wait (no barrier): how evenly concurrent exchanges progress; null without any.
  * passes_s holds each timed pass's time, the maximum over ranks; total_s is
  * their mean.
  */
@@ -27,6 +31,7 @@
 struct summary {
 	double *time_max_s;
 	double *time_avg_s;
+	double *wait; /* per phase: count, sum, sum of squares (3 doubles) */
 	double *pass_s;
 	uint64_t *counters;
 	uint64_t mismatched;
@@ -133,6 +138,7 @@ static void summary_free(struct summary *sum)
 {
 	free(sum->time_max_s);
 	free(sum->time_avg_s);
+	free(sum->wait);
 	free(sum->pass_s);
 	free(sum->counters);
 }
@@ -142,9 +148,11 @@ static void summary_alloc(struct summary *sum, size_t nphases, size_t iters, MPI
 	memset(sum, 0, sizeof(*sum));
 	sum->time_max_s = calloc(nphases, sizeof(double));
 	sum->time_avg_s = calloc(nphases, sizeof(double));
+	sum->wait = calloc(nphases * 3, sizeof(double));
 	sum->pass_s = calloc(iters, sizeof(double));
 	sum->counters = calloc(nphases * RUN_NCOUNTERS, sizeof(uint64_t));
-	if (!sum->time_max_s || !sum->time_avg_s || !sum->pass_s || !sum->counters) {
+	if (!sum->time_max_s || !sum->time_avg_s || !sum->wait || !sum->pass_s ||
+	    !sum->counters) {
 		fputs("sdnmpi-replay: rank 0: out of memory for the results\n", stderr);
 		MPI_Abort(comm, 1);
 	}
@@ -156,18 +164,24 @@ static void reduce(const struct report *rep, const struct replay_pattern *pat,
 {
 	size_t nph = pat->nphases ? (size_t)pat->nphases : 1;
 	double *mean = calloc(nph, sizeof(double));
+	double *wait = calloc(nph * 3, sizeof(double));
 
-	if (mean == NULL) {
+	if (mean == NULL || wait == NULL) {
 		fprintf(stderr, "sdnmpi-replay: rank %d: out of memory for the results\n",
 			rep->rank);
 		MPI_Abort(comm, 1);
 	}
 	if (rep->rank == 0)
 		summary_alloc(sum, nph, (size_t)rep->opts->iters, comm);
-	for (int32_t k = 0; k < pat->nphases; k++)
+	for (int32_t k = 0; k < pat->nphases; k++) {
 		mean[k] = stats->phase_sum_s[k] /
 			  ((double)pat->phases[k].repeat * (double)rep->opts->iters);
+		wait[3 * k] = stats->wait_n[k];
+		wait[3 * k + 1] = stats->wait_sum_s[k];
+		wait[3 * k + 2] = stats->wait_sq_s[k];
+	}
 	MPI_Reduce(mean, sum->time_max_s, (int)nph, MPI_DOUBLE, MPI_MAX, 0, comm);
+	MPI_Reduce(wait, sum->wait, (int)(nph * 3), MPI_DOUBLE, MPI_SUM, 0, comm);
 	MPI_Reduce(mean, sum->time_avg_s, (int)nph, MPI_DOUBLE, MPI_SUM, 0, comm);
 	MPI_Reduce(stats->pass_s, sum->pass_s, (int)rep->opts->iters, MPI_DOUBLE, MPI_MAX, 0,
 		   comm);
@@ -175,6 +189,7 @@ static void reduce(const struct report *rep, const struct replay_pattern *pat,
 		   MPI_SUM, 0, comm);
 	MPI_Reduce(&stats->mismatched, &sum->mismatched, 1, MPI_UINT64_T, MPI_SUM, 0, comm);
 	free(mean);
+	free(wait);
 	if (rep->rank == 0) {
 		for (size_t k = 0; k < nph; k++)
 			sum->time_avg_s[k] /= (double)rep->nprocs;
@@ -202,6 +217,24 @@ static void json_parameters(const struct report *rep)
 	       (unsigned long long)o->max_memory);
 }
 
+/* Mean of the samples summarized by w = {count, sum, sum of squares}; NaN without any. */
+static double wait_mean(const double *w)
+{
+	return w[0] > 0.0 ? w[1] / w[0] : NAN;
+}
+
+/* Their coefficient of variation (population standard deviation over mean). */
+static double wait_cv(const double *w)
+{
+	double m = wait_mean(w);
+	double var;
+
+	if (!(m > 0.0))
+		return NAN;
+	var = w[2] / w[0] - m * m;
+	return sqrt(var > 0.0 ? var : 0.0) / m;
+}
+
 static void json_phase(const struct replay_phase *ph, int32_t k, const struct summary *sum)
 {
 	const uint64_t *ctr = &sum->counters[(size_t)k * RUN_NCOUNTERS];
@@ -213,6 +246,10 @@ static void json_phase(const struct replay_phase *ph, int32_t k, const struct su
 	json_number(sum->time_max_s[k]);
 	fputs(",\"time_avg_s\":", stdout);
 	json_number(sum->time_avg_s[k]);
+	fputs(",\"wait_avg_s\":", stdout);
+	json_number(wait_mean(&sum->wait[3 * k]));
+	fputs(",\"wait_cv\":", stdout);
+	json_number(wait_cv(&sum->wait[3 * k]));
 	printf(",\"messages_sent\":%llu,\"bytes_sent\":%llu,\"messages_received\":%llu,"
 	       "\"bytes_received\":%llu}",
 	       (unsigned long long)ctr[RUN_MSGS_SENT], (unsigned long long)ctr[RUN_BYTES_SENT],

@@ -68,7 +68,11 @@ int run_stats_alloc(int32_t nphases, long iters, struct run_stats *stats)
 	stats->phase_sum_s = calloc(n, sizeof(double));
 	stats->pass_s = calloc((size_t)iters, sizeof(double));
 	stats->counters = calloc(n * RUN_NCOUNTERS, sizeof(uint64_t));
-	if (!stats->phase_sum_s || !stats->pass_s || !stats->counters) {
+	stats->wait_n = calloc(n, sizeof(double));
+	stats->wait_sum_s = calloc(n, sizeof(double));
+	stats->wait_sq_s = calloc(n, sizeof(double));
+	if (!stats->phase_sum_s || !stats->pass_s || !stats->counters || !stats->wait_n ||
+	    !stats->wait_sum_s || !stats->wait_sq_s) {
 		run_stats_free(stats);
 		return -1;
 	}
@@ -80,6 +84,9 @@ void run_stats_free(struct run_stats *stats)
 	free(stats->phase_sum_s);
 	free(stats->pass_s);
 	free(stats->counters);
+	free(stats->wait_n);
+	free(stats->wait_sum_s);
+	free(stats->wait_sq_s);
 	memset(stats, 0, sizeof(*stats));
 }
 
@@ -154,16 +161,21 @@ static int post_sends(const struct runner *r, const struct plan_phase *ph, int t
 	return n;
 }
 
-static void occurrence(const struct runner *r, int32_t k)
+/* One occurrence of phase k; returns this rank's exchange time (posting to the
+ * end of the wait, before any barrier), or a negative value if it has no message. */
+static double occurrence(const struct runner *r, int32_t k)
 {
 	const struct plan_phase *ph = &r->plan->phases[k];
 	int tag = (int)(k % TAG_MODULUS);
+	double t = MPI_Wtime();
 	int n = post_receives(r, ph, tag);
 
 	n = post_sends(r, ph, tag, n);
 	wait_all(r, n);
+	t = n > 0 ? MPI_Wtime() - t : -1.0;
 	if (r->opts->barrier)
 		barrier(r);
+	return t;
 }
 
 /* After a timed occurrence: what the statuses say arrived, and what was sent. */
@@ -199,10 +211,16 @@ static double pass(const struct runner *r, struct run_stats *stats)
 	for (int32_t k = 0; k < r->plan->nphases; k++) {
 		for (int32_t occ = 0; occ < r->pat->phases[k].repeat; occ++) {
 			double t = MPI_Wtime();
-			occurrence(r, k);
+			double wait = occurrence(r, k);
+
 			if (stats == NULL)
 				continue;
 			stats->phase_sum_s[k] += MPI_Wtime() - t;
+			if (wait >= 0.0) {
+				stats->wait_n[k] += 1.0;
+				stats->wait_sum_s[k] += wait;
+				stats->wait_sq_s[k] += wait * wait;
+			}
 			count(r, k, stats);
 		}
 	}

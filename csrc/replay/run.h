@@ -21,6 +21,12 @@ struct run_buffers {
 
 struct run_stats {
 	double *phase_sum_s; /* per phase: this rank's time summed over timed occurrences */
+	/* Per phase, over the timed occurrences where this rank sends or receives: the
+	 * count, and the sum and sum of squares of its exchange's own time (posting to
+	 * the end of the wait, no barrier): how much exchanges of a phase vary. */
+	double *wait_n;
+	double *wait_sum_s;
+	double *wait_sq_s;
 	double *pass_s;      /* per timed pass: this rank's time from the start barrier */
 	uint64_t *counters;  /* per phase: RUN_NCOUNTERS counters */
 	uint64_t mismatched; /* received messages of another size or source than planned */

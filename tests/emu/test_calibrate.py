@@ -35,11 +35,11 @@ class FakeBench(cb.Bench):
         self, flavour: str, hosts: tuple[str, ...], program: list[str], env: dict[str, str]
     ) -> dict[str, Any]:
         # sdnmpi-replay of k exchange pairs: one pair alone takes the model's time,
-        # each further pair 10 % more
+        # each further pair 10 % more, and their times vary by 0.05 per pair
         assert program[0] == "replay" and env  # run with the duplex settings
         k = len(hosts) // 2
         lone = 500e-6 + cb.EXCHANGE_BYTES * 8 / 9.56e6
-        return {"phases": [{"time_s": lone * (1 + 0.1 * (k - 1))}]}
+        return {"phases": [{"time_s": lone * (1 + 0.1 * (k - 1)), "wait_cv": 0.05 * k}]}
 
 
 def _bench() -> FakeBench:
@@ -54,6 +54,8 @@ def test_full_calibration_bisects_each_flavour() -> None:
     assert cal.eager_limits == {"openmpi": 65488, "mpich": 20480}
     assert cal.measurements["duplex_ratio"] == pytest.approx(1.9)
     assert cal.exchange_efficiency == pytest.approx({1: 1.0, 2: 1 / 1.1, 4: 1 / 1.3})
+    assert cal.exchange_cv == pytest.approx(0.2)  # with the most pairs
+    assert cal.measurements["exchange"]["1"]["wait_cv"] == pytest.approx(0.05)
     assert cal.protocol("openmpi").eager_limit_bytes == 65488
     # MPICH's partial exchange: its own bw and bibw at 1 MiB; Open MPI's is serialized
     assert cal.exchange_duplex == pytest.approx({"mpich": 1.4})

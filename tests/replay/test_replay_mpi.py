@@ -30,7 +30,7 @@ WRAPPERS = {"mpich": "mpicc.mpich", "openmpi": "mpicc.openmpi"}
 RUN_TIMEOUT_S = 60
 PHASE_KEYS = {
     "index", "label", "repeat", "cells", "messages", "bytes", "time_s", "time_avg_s",
-    "messages_sent", "bytes_sent", "messages_received", "bytes_received",
+    "wait_avg_s", "wait_cv", "messages_sent", "bytes_sent", "messages_received", "bytes_received",
 }  # fmt: skip
 
 pytestmark = [pytest.mark.toolchain, pytest.mark.integration]
@@ -149,6 +149,11 @@ def check_counts(doc: dict[str, Any], pattern: Pattern, iters: int) -> None:
         assert row["bytes_sent"] == row["bytes_received"] == ph.total_bytes * times
         assert row["messages_sent"] == row["messages_received"] == ph.total_messages * times
         assert 0 <= row["time_avg_s"] <= row["time_s"] * (1 + 1e-9)
+        if ph.total_messages == 0:  # nobody exchanged: no exchange time to vary
+            assert row["wait_avg_s"] is None and row["wait_cv"] is None
+        else:  # an exchange's own time (no barrier): within the phase's time per rank
+            assert 0 < row["wait_avg_s"] <= row["time_s"] * (1 + 1e-9)
+            assert 0 <= row["wait_cv"] < 10
 
 
 def check_document(doc: dict[str, Any], flavour: str, nprocs: int, iters: int) -> None:

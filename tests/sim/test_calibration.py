@@ -57,6 +57,7 @@ def test_json_round_trip_and_errors(tmp_path: Path) -> None:
         base_latency_s=466e-6,
         eager_limits={"openmpi": 65024},
         exchange_efficiency={1: 0.96, 4: 0.7},
+        exchange_cv=0.15,
         source="test",
         measurements={"runs": [1]},
     )
@@ -75,6 +76,9 @@ def test_json_round_trip_and_errors(tmp_path: Path) -> None:
         ({**doc, "exchange_efficiency": {"two": 0.5}}, "pair count"),
         ({**doc, "exchange_efficiency": {"2": 1.5}}, "exchange efficiency"),
         ({**doc, "exchange_efficiency": {"0": 0.5}}, "pairs"),
+        ({**doc, "exchange_cv": -0.1}, "exchange_cv"),
+        ({**doc, "exchange_cv": 2.0}, "exchange_cv"),
+        ({**doc, "exchange_cv": "uneven"}, "exchange_cv"),
         ([], "not a JSON object"),
     ):
         path.write_text(json.dumps(bad))
@@ -134,3 +138,35 @@ def test_exchange_efficiency_slows_concurrent_exchanges_only() -> None:
     assert serial.total_s == pytest.approx(2 * t)
     assert slowed.efficiency(2) == pytest.approx(0.5 - 0.25 / 3)
     assert slowed.efficiency(100) == 0.25 and slowed.efficiency(0) == 1.0
+
+
+def test_uneven_exchanges_delay_eager_steps_that_lockstep_keeps_apart() -> None:
+    # Four hosts on one leaf (no shared link but the hosts' own).  Step 1: pairs
+    # (0,1) and (2,3) exchange S; step 2: pairs (0,2) and (1,3).  In lockstep every
+    # flow of a step ends at S/C and the next starts on idle links: 2 S/C.  When
+    # flow times vary, an eager message of step 2 leaves as soon as its sender is
+    # done and shares a host's downlink with a step-1 flow still arriving there, so
+    # the mean time is longer; the same every time (seeded); 0 is the lockstep model.
+    topo = leaf_spine(1, 1, 4, host_bps=1e9, uplink_bps=1e9)
+    fabric = Fabric(topo)
+    steps = (((0, 1), (2, 3)), ((0, 2), (1, 3)))
+    phases = tuple(
+        Phase.from_cells(f"s{i}", [c for a, b in pairs for c in ((a, b, MIB), (b, a, MIB))])
+        for i, pairs in enumerate(steps)
+    )
+    pat = Pattern("x", 4, phases)
+    demands = Demands.from_pattern(fabric, pat, Placement(("h1", "h2", "h3", "h4")))
+    routing = route("dmodk", fabric, demands)
+    eager = "openmpi-duplex"  # every message eager: released by its sender alone
+    lockstep = Calibration(arc_latency_s=0.0).simulate(
+        fabric, demands, routing, eager, mode="ranks"
+    )
+    assert lockstep.total_s == pytest.approx(2 * 8 * MIB / 1e9)
+    uneven = Calibration(arc_latency_s=0.0, exchange_cv=0.15)
+    got = uneven.simulate(fabric, demands, routing, eager, mode="ranks")
+    assert got.total_s > lockstep.total_s * 1.05
+    assert uneven.simulate(fabric, demands, routing, eager, mode="ranks").total_s == got.total_s
+    assert any("exchange_cv" in n for n in got.notes)
+    assert Calibration(arc_latency_s=0.0, exchange_cv=0.0).simulate(
+        fabric, demands, routing, eager, mode="ranks"
+    ).total_s == pytest.approx(lockstep.total_s)

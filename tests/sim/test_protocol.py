@@ -530,3 +530,27 @@ def test_release_key_round_trips_and_is_checked():
         parse_protocol("openmpi:release=receiver")
     with pytest.raises(ConfigError, match="release"):
         Protocol("x", None, release="both")  # type: ignore[arg-type]
+
+
+def test_an_eager_send_is_done_for_its_sender_when_handed_over():
+    # Arcs: 0 h0 up, 1 h0 down, 2 h1 down, 3 h2 up, 4 h3 down.  Step 0: rank 0 sends
+    # S to rank 1 (arcs 0, 2) and receives S/4 from rank 2 (arcs 3, 1); step 1:
+    # rank 0 sends S to rank 3 (arcs 0, 4).  Released with the pair, 0->3 waits for
+    # rank 0's whole step 0: it starts when 0->1 ends at S/c.  Eager with
+    # release=sender, rank 0's step 0 ends with its receive at S/4c: 0->3 starts then
+    # and shares h0's uplink with 0->1, which ends at S/4c + 2 (3S/4)/c = 1.75 S/c;
+    # 0->3 ends at 2 S/c either way (h0's uplink carries 2S).
+    platform = Platform.from_arrays([8 * C] * 5)
+    flowset = FlowSet.from_paths(
+        platform, [[0, 2], [3, 1], [0, 4]], [S, S / 4, S], phase=[0, 0, 1],
+        ranks=([0, 2, 0], [1, 0, 3]),
+    )  # fmt: skip
+    pair = parse_protocol("custom:eager=inf")
+    sender = parse_protocol("custom:eager=inf,release=sender")
+    rendezvous = parse_protocol("custom:eager=0,release=sender")
+    _, trace = run_ranks(platform, flowset, max_flows=100, protocol=pair)
+    assert trace.finish_s.tolist() == pytest.approx([S / C, S / (4 * C), 2 * S / C])
+    _, trace = run_ranks(platform, flowset, max_flows=100, protocol=sender)
+    assert trace.finish_s.tolist() == pytest.approx([1.75 * S / C, S / (4 * C), 2 * S / C])
+    _, trace = run_ranks(platform, flowset, max_flows=100, protocol=rendezvous)
+    assert trace.finish_s.tolist() == pytest.approx([S / C, S / (4 * C), 2 * S / C])

@@ -42,7 +42,7 @@ from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.errors import ConfigError, SdnMpiError
 from sdnmpi.formats.replay import save_replay
 from sdnmpi.node.duplex import duplex_env
-from sdnmpi.sim.calibration import Calibration, bisect_largest, latency_split
+from sdnmpi.sim.calibration import MAX_EXCHANGE_CV, Calibration, bisect_largest, latency_split
 from sdnmpi.sim.protocol import PROTOCOLS
 
 LINK_BPS = 1e9
@@ -144,6 +144,8 @@ def eager_limit(
 #: Concurrent exchange pairs the efficiency is measured at (on disjoint leaf-local paths).
 EXCHANGE_PAIRS = (1, 2, 4)
 EXCHANGE_BYTES = 512 * 1024
+#: Timed passes of the exchange replay (4 exchanges each, every rank timing its own).
+EXCHANGE_ITERS = 3
 
 
 #: Message size of the duplex ratio probe: well above every library's default limit.
@@ -162,11 +164,15 @@ def duplex_ratio(bench: Bench, flavour: str, progress: Progress) -> float:
 
 def exchange_efficiency(
     bench: Bench, flavour: str, replay: Path, model_s: float, workdir: Path, progress: Progress
-) -> tuple[dict[int, float], dict[str, Any]]:
+) -> tuple[dict[int, float], float, dict[str, Any]]:
     """``{k: e}``: a lone exchange's time under the model over the measured time of one
     exchange step when ``k`` rank pairs exchange at once (full duplex settings, so
-    the exchanges are concurrent), each pair on its own leaf-local links."""
+    the exchanges are concurrent), each pair on its own leaf-local links; and how
+    unevenly they progress with the most pairs (``sdnmpi-replay``'s ``wait_cv``: the
+    coefficient of variation of one rank's exchange time over ranks and occurrences,
+    0 if the replay did not report it)."""
     out: dict[int, float] = {}
+    cv = 0.0
     raw: dict[str, Any] = {}
     for k in EXCHANGE_PAIRS:
         cells = [(r, r ^ 1, EXCHANGE_BYTES) for r in range(2 * k)]
@@ -176,16 +182,21 @@ def exchange_efficiency(
         )
         hosts = tuple(f"h{i + 1}" for i in range(2 * k))
         doc = bench.document(
-            flavour, hosts, [str(replay), "--iters", "2", str(path)], duplex_env(flavour)
+            flavour,
+            hosts,
+            [str(replay), "--iters", str(EXCHANGE_ITERS), str(path)],
+            duplex_env(flavour),
         )
         measured = float(doc["phases"][0]["time_s"])
         out[k] = min(1.0, model_s / measured)
-        raw[str(k)] = {"measured_s": measured, "model_s": model_s}
+        cv = min(MAX_EXCHANGE_CV, float(doc["phases"][0].get("wait_cv") or 0.0))
+        raw[str(k)] = {"measured_s": measured, "model_s": model_s, "wait_cv": cv}
         progress(
             f"{k} exchange pair(s) at once: {measured * 1e3:.0f} ms per 512 KiB exchange "
-            f"(alone on the links: {model_s * 1e3:.0f} ms): efficiency {out[k]:.2f}"
+            f"(alone on the links: {model_s * 1e3:.0f} ms): efficiency {out[k]:.2f}, "
+            f"exchange times vary by {cv:.3f}"
         )
-    return out, raw
+    return out, cv, raw
 
 
 def one_way_latency_s(bench: Bench, flavour: str, hosts: tuple[str, str]) -> float:
@@ -210,7 +221,7 @@ def measure(
     duplex = rate_bps(bench, first, "bibw", 1 << 20, duplex_env(first))
     lone_s = near + EXCHANGE_BYTES * 8 / one_way
     with tempfile.TemporaryDirectory(prefix="sdnmpi-calib-") as tmp:
-        efficiency, exchange_raw = exchange_efficiency(
+        efficiency, exchange_cv, exchange_raw = exchange_efficiency(
             bench, first, bench.replay, lone_s, Path(tmp), progress
         )
     limits: dict[str, int | None] = {}
@@ -234,6 +245,7 @@ def measure(
         eager_limits=limits,
         exchange_duplex=ratios,
         exchange_efficiency=efficiency,
+        exchange_cv=exchange_cv,
         source=f"sdnmpi calibrate {time.strftime('%Y-%m-%dT%H:%M:%S')} "
         f"({'quick' if quick else 'full'}, {', '.join(flavours)})",
         measurements={

@@ -11,9 +11,13 @@ steps).  A rank takes part in a step when it sends or receives a flow in it.
 The flow a->b of step s is released when rank a has completed every flow it
 sent or received in its previous step (the latest earlier step in which it took
 part) and rank b likewise (unless the protocol sends it eagerly with
-``release="sender"``: then rank a alone); the flows of a rank's first step are
-released at time 0.  This is the usual dependency of a bulk-synchronous MPI code whose steps
-end with a wait on all their requests, without a global barrier.  Cells between
+``release="sender"``: then rank a alone, and the flow does not count toward rank
+a's own step, since an eager ``MPI_Isend`` completes once its data is handed to the
+transport: a rank's step then ends with its receives and its rendezvous sends); the
+flows of a rank's first step are released at time 0 (and so is a flow whose sender
+only sent eagerly in its earlier steps).  This is the usual dependency of a
+bulk-synchronous MPI code whose steps end with a wait on all their requests, without
+a global barrier.  Cells between
 two ranks on the same host are not flows (``Demands`` drops them), so they are
 free and synchronize nothing.
 
@@ -510,13 +514,19 @@ def rank_steps(
     src, dst = flowset.src_rank[flow], flowset.dst_rank[flow]
     sides = np.stack([src, dst], axis=1)
     waits = np.ones(sides.shape, dtype=np.bool_)
+    members = np.ones(sides.shape, dtype=np.bool_)
     if protocol is not None and protocol.release == "sender":
-        # the receiver's previous step: an eager message does not wait for it
-        waits[:, 1] = flowset.rendezvous(protocol)[flow]
+        eager = ~flowset.rendezvous(protocol)[flow]
+        # the receiver's previous step: an eager message does not wait for it ...
+        waits[:, 1] = ~eager
+        # ... and its sender is done with it once it is handed to the transport
+        # (MPI_Isend of an eager message completes locally), so the sender's step
+        # ends with its receives: a rank whose data came early runs ahead
+        members[:, 0] = ~eager
     more = None
     if flowset.replicas is not None:
         sides, waits, more = flowset.replicas.sides(flow, sides, waits)
-    deps = _rank_groups(sides, waits, step, step_phase.size, more)
+    deps = _rank_groups(sides, waits, step, step_phase.size, more, members)
     if protocol is not None and protocol.serializes:
         extra = exchange_deps(src, dst, step, flowset.serialized(protocol)[flow], rng)
         deps = deps.merged(extra) if extra.ngroups else deps
@@ -529,6 +539,7 @@ def _rank_groups(
     step: IntArray,
     nsteps: int,
     more: tuple[IntArray, IntArray, BoolArray] | None = None,
+    members: BoolArray | None = None,
 ) -> Dependencies:
     """Group (rank, step) per side of each flow; each group waits for its rank's previous one.
 
@@ -540,17 +551,23 @@ def _rank_groups(
     occ = np.concatenate([np.arange(n), np.arange(n)] + ([more[0]] if more else []))
     rank = np.concatenate([sides[:, 0], sides[:, 1]] + ([more[1]] if more else []))
     wait = np.concatenate([waits[:, 0], waits[:, 1]] + ([more[2]] if more else []))
+    member = np.ones(occ.size, dtype=np.bool_)
+    if members is not None:
+        member[: 2 * n] = np.concatenate([members[:, 0], members[:, 1]])
     ok = rank >= 0
-    uniq, inverse = np.unique(rank[ok] * nsteps + step[occ[ok]], return_inverse=True)
+    key = rank * max(nsteps, 1) + step[occ]
+    uniq, inverse = np.unique(key[ok & member], return_inverse=True)
     owner = uniq // max(nsteps, 1)
-    previous = np.arange(uniq.size, dtype=np.int64) - 1
-    if uniq.size:
-        previous[0] = -1
-        previous[1:][owner[1:] != owner[:-1]] = -1
     group = np.full(occ.size, -1, dtype=np.int64)
-    group[ok] = inverse.reshape(-1)
-    before = np.where(group >= 0, previous[group], -1)
-    before[~wait] = -1
+    group[ok & member] = inverse.reshape(-1)
+    # the rank's latest group of an earlier step (a step it only sent eagerly in
+    # has none: it waits for nothing there)
+    j = np.searchsorted(uniq, key, side="left") - 1
+    valid = ok & wait & (j >= 0)
+    before = np.full(occ.size, -1, dtype=np.int64)
+    jj = np.where(valid, j, 0)
+    same = valid & (owner[jj] == rank) if uniq.size else np.zeros(occ.size, np.bool_)
+    before[same] = jj[same]
     columns = (group[: 2 * n].reshape(2, n).T, before[: 2 * n].reshape(2, n).T)
     extra_m = extra_w = None
     if more is not None:

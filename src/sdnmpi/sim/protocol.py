@@ -56,7 +56,15 @@ unexpected message, and meanwhile shares the receiver's link with whatever the
 receiver is still receiving.  A rendezvous message flows only once both ranks are
 there.  ``release="sender"`` models this (the MPI presets); ``release="pair"``
 releases every flow when both its ranks have finished their previous steps, the
-plain model's bulk-synchronous assumption (``ideal`` and ``custom``).  With the
+plain model's bulk-synchronous assumption (``ideal`` and ``custom``).  Under
+``release="sender"`` an eager send also completes on its sender's side as soon as
+it is handed over (the socket buffer takes it: the full-duplex settings give 4 MiB),
+so its sender's step ends with what it receives; with the pair's release the sender
+waits for the last byte, as the plain model has it.  Measured on 2026-11-28
+(``scripts/probe_drift.py``: eight Open MPI ranks on contention-free routes, full-duplex
+settings, 1 MiB Allreduce): 2.32-2.35 s; predicted 1.77 s in lockstep, 1.98 s with
+the measured variation of exchange times (``Calibration.exchange_cv``, 0.045) but
+senders waiting for their sends, 2.22 s with both.  With the
 full-duplex settings every message up to 4 MiB is eager, so in the Allreduce a
 rank that finished a step early sends its next step's data into a partner that
 is still receiving the previous one (docs/emulator-fidelity.md).
