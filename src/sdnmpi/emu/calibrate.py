@@ -145,7 +145,7 @@ def eager_limit(
 EXCHANGE_PAIRS = (1, 2, 4)
 EXCHANGE_BYTES = 512 * 1024
 #: Timed passes of the exchange replay (4 exchanges each, every rank timing its own).
-EXCHANGE_ITERS = 3
+EXCHANGE_ITERS = 8
 
 
 #: Message size of the duplex ratio probe: well above every library's default limit.

@@ -41,11 +41,14 @@ Fields:
   ``wait_cv``).  The fluid model runs equal flows in lockstep; real ones do not, and
   where messages leave as soon as their sender is ready (eager, no barrier) a rank
   pair that finishes a step early sends its next step into hosts still receiving
-  the last, a delay that spreads from step to step.  Measured on 2026-11-28 with the
-  8-host Allreduce of ``exp_allreduce`` on contention-free routes: the model in
-  lockstep predicted 1.66 s at 1 MiB where 2.36 s were measured; with flow times
-  varying by 0.15 it predicts 2.27 s, and routings with contention move by a few
-  per cent.  With ``exchange_cv`` > 0, :meth:`Calibration.simulate` gives the mean
+  the last, a delay that spreads from step to step (and, since an eager send does
+  not hold its sender, :mod:`sdnmpi.sim.protocol`, from rank to rank).  Measured on
+  2026-11-28 (``scripts/probe_drift.py``: eight Open MPI ranks on contention-free
+  routes, 1 MiB): the Allreduce took 2.35 s, the lockstep model said 1.77 s and
+  with the calibrated 0.045 it says 2.22 s; routings with contention move by a few
+  per cent.  ``sdnmpi calibrate`` measured 0.035-0.036 in three runs of eight
+  passes, 0.032-0.052 in five of three.  With ``exchange_cv`` > 0,
+  :meth:`Calibration.simulate` gives the mean
   time of :data:`NOISE_SAMPLES` runs whose flows' sizes are scaled by seeded
   lognormal factors of mean 1 and this coefficient of variation (deterministic:
   the same figures every time).  0 (a file without the key) is the lockstep model.
