@@ -25,6 +25,13 @@ in that namespace.  Measured and printed:
 * memory: the controller's RSS (current and peak) after each phase; ovs-vswitchd's and
   ovsdb-server's RSS and CPU seconds.
 
+With ``--reconnect N``, N switches (every ``len/N``-th bridge) drop their connection and
+reconnect while the larger job is being installed (``del-controller``, then
+``set-controller`` 0.5 s later): the reply must still come, and every switch must then
+hold the same rules as without (the reconnected ones resynced), as counted after a
+run without the option.  This is what stalled the controller before its sends went
+through an outbox per connection (docs/controller-scale.md).
+
 Ratios: against the issue-15 targets (10,000 flow-mods per second; a 1024-host job's
 routes within 1 s of the request).  The fabric, the controller and the namespace are
 removed on exit, also on failure.
@@ -39,6 +46,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -112,23 +120,69 @@ def mib(stats: dict[str, float]) -> str:
     return f"RSS {stats.get('rss_mib', 0):.0f} MiB (peak {stats.get('peak_rss_mib', 0):.0f})"
 
 
+def reconnect_later(fab: ScaleFabric, ctl: ControllerProcess, count: int) -> threading.Thread:
+    """A thread that makes ``count`` bridges drop their controller connection and
+    reconnect (0.1 s after it starts, back 0.5 s later); join it."""
+    names = [b.bridge for b in fab.bridges]
+    bridges = names[:: max(1, len(names) // count)][:count]
+
+    def run() -> None:
+        time.sleep(0.1)
+        fab.vsctl(*[a for b in bridges for a in ("--", "del-controller", b)][1:])
+        time.sleep(0.5)
+        fab.vsctl(*[a for b in bridges for a in ("--", "set-controller", b, ctl.target)][1:])
+        print(f"{len(bridges)} switches dropped their connection and reconnected")
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
 def jobs_and_restart(
-    fab: ScaleFabric, ctl: ControllerProcess, jobs: list[tuple[str, Pairs]], want: dict[int, int]
+    fab: ScaleFabric,
+    ctl: ControllerProcess,
+    jobs: list[tuple[str, Pairs]],
+    want: dict[int, int],
+    reconnect: int = 0,
 ) -> bool:
-    """Install the jobs over the API, restart the controller, remove the last job."""
+    """Install the jobs over the API (``reconnect`` switches reconnecting during the
+    last one), restart the controller, remove the last job."""
     ok = True
+    installed: list[int] = []
+    job_rules: list[int] = []  # the installed jobs' flow-mods (one rule each)
     nhosts, nsw = len(fab.model.hosts), len(fab.bridges)
     client = controller_api.Client(ctl.api_path, timeout_s=300)
     for job_id, (name, pairs) in enumerate(jobs, 1):
         cpu = ctl.stats().get("cpu_s", 0.0), fab.daemon_stats()["ovs-vswitchd"]["cpu_s"]
+        storm = reconnect_later(fab, ctl, reconnect) if reconnect and job_id == len(jobs) else None
+        syncs = len(SYNC.findall(ctl.log()))
         t = time.monotonic()
         reply = client.send({"op": "install_job", "job_id": job_id,
                              "pairs": controller_api.encode_pairs(pairs)})  # fmt: skip
         wall = time.monotonic() - t
+        if storm is not None:
+            storm.join()
+            # converged: every switch holds the defaults and the jobs installed so far
+            # again (the reconnected ones resynced as their links are found again)
+            expect = sum(want.values()) + sum(job_rules)
+            expect += int(reply["flow_mods"]) if reply["ok"] else 0
+            deadline, total = time.monotonic() + 180, -1
+            while time.monotonic() < deadline and total != expect:
+                time.sleep(1.0)
+                total = check_rules(fab, want)[1]
+            resynced = SYNC.findall(ctl.log())[syncs:]
+            print(
+                f"after the reconnections: {total}/{expect} rules held "
+                f"{time.monotonic() - t:.1f} s after the request; {len(resynced)} syncs "
+                f"confirmed meanwhile, flow-mods {[int(m[0]) for m in resynced]}"
+            )
+            ok &= total == expect
         if not reply["ok"]:
-            print(f"job {job_id} ({name}) refused: {reply['error']}")
+            print(f"job {job_id} ({name}) refused after {wall:.3f} s: {reply['error']}")
             ok = False
             continue
+        installed.append(job_id)
+        job_rules.append(int(reply["flow_mods"]))
         fm = int(reply["flow_mods"])
         print(
             f"job {job_id} ({name}, {nhosts} hosts): {len(pairs)} pairs, {fm} flow-mods on "
@@ -153,16 +207,19 @@ def jobs_and_restart(
         f"{time.monotonic() - t:.1f} s from start to confirmed"
     )
     ok &= found[1] == "complete" and int(sync[1]) == 0
+    if len(jobs) not in installed:
+        return ok
     t = time.monotonic()
-    reply = client.send({"op": "remove_job", "job_id": 2})
+    reply = client.send({"op": "remove_job", "job_id": len(jobs)})
     print(
-        f"remove_job 2: {reply['flow_mods']} flow-mods, confirmed in {reply['seconds']:.3f} s "
+        f"remove_job {len(jobs)}: {reply['flow_mods']} flow-mods, "
+        f"confirmed in {reply['seconds']:.3f} s "
         f"({time.monotonic() - t:.3f} s request to reply)"
     )
     return ok
 
 
-def run(k: int, workdir: Path) -> bool:
+def run(k: int, workdir: Path, reconnect: int = 0) -> bool:
     model = fat_tree(k)
     nsw, nhosts = len(model.switches), len(model.hosts)
     nlinks = sum(not (model.is_host(ln.src) or model.is_host(ln.dst)) for ln in model.links)
@@ -186,7 +243,8 @@ def run(k: int, workdir: Path) -> bool:
         # longer than the default 20 s)
         ctl = ControllerProcess(fab, free_port(), topo_file, workdir, "--hold", "600")
         try:
-            ok &= measure(fab, ctl, want, [("stencil", stencil), ("16-partner", dense)])
+            jobs = [("stencil", stencil), ("16-partner", dense)]
+            ok &= measure(fab, ctl, want, jobs, reconnect)
         finally:
             ctl.stop()
     print("OK" if ok else "FAILED")
@@ -194,7 +252,11 @@ def run(k: int, workdir: Path) -> bool:
 
 
 def measure(
-    fab: ScaleFabric, ctl: ControllerProcess, want: dict[int, int], jobs: list[tuple[str, Pairs]]
+    fab: ScaleFabric,
+    ctl: ControllerProcess,
+    want: dict[int, int],
+    jobs: list[tuple[str, Pairs]],
+    reconnect: int = 0,
 ) -> bool:
     """Discovery, default routes, the jobs, restart (the controller stopped by the caller)."""
     ok = True
@@ -228,7 +290,7 @@ def measure(
     print(f"rules held: {good}/{nsw} bridges exactly as planned ({total} rules)")
     ok &= good == nsw
     print(f"controller after defaults: {mib(ctl.stats())}")
-    ok &= jobs_and_restart(fab, ctl, jobs, want)
+    ok &= jobs_and_restart(fab, ctl, jobs, want, reconnect)
     print(f"controller at the end: {mib(ctl.stats())}")
     for name, st in fab.daemon_stats().items():
         print(f"{name}: {mib(st)}, {st['cpu_s']:.1f} CPU s")
@@ -240,13 +302,16 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=8, help="fat_tree(K) (even; default 8)")
     parser.add_argument("--large", action="store_true", help="fat_tree(16): 320 switches")
     parser.add_argument("--logs", type=Path, help="copy the controller's logs here")
+    parser.add_argument(
+        "--reconnect", type=int, default=0, help="switches reconnecting during the last job"
+    )
     args = parser.parse_args()
     if os.geteuid() != 0 or shutil.which("ovs-vswitchd") is None:
         print("bench_controller: skipped (needs root and Open vSwitch)")
         return
     workdir = Path(tempfile.mkdtemp(prefix="sdnmpi-ctlscale-"))
     try:
-        ok = run(16 if args.large else args.k, workdir)
+        ok = run(16 if args.large else args.k, workdir, args.reconnect)
     finally:
         if args.logs is not None:
             args.logs.mkdir(parents=True, exist_ok=True)

@@ -169,3 +169,29 @@ def test_an_outbox_over_its_limit_gives_the_connection_up() -> None:
 
 def test_outbox_doctests() -> None:
     assert doctest.testmod(outbox).failed == 0
+
+
+def test_a_request_fails_at_once_when_its_switch_disconnects(app: SdnMpiApp) -> None:
+    """A barrier sent on a connection that closes is never answered: the request
+    waiting for it fails as soon as the connection goes, naming the switch, instead of
+    after its timeout (10 s: a job start under a reconnecting switch waited that long).
+    A barrier of a switch that stays connected is still waited for."""
+    dp = FakeDatapath()
+    app._state_change(dp.up())
+    got: list[tuple[bool, set[int], float]] = []
+
+    def request() -> None:
+        t0 = time.monotonic()
+        with app.lock:
+            ok = app._send_confirmed([Barrier(DPID)])
+            got.append((ok, set(app._lost_switches), time.monotonic() - t0))
+
+    waiter = threading.Thread(target=request)
+    waiter.start()
+    time.sleep(0.3)
+    assert not got  # still waiting for the barrier
+    app._state_change(dp.closed())
+    waiter.join(5.0)
+    assert got and got[0][0] is False and got[0][1] == {DPID}
+    assert got[0][2] < 0.3 + 2.0 < app.cfg.api_timeout_s
+    assert not app._barriers and not app._lost and not app._awaited

@@ -190,6 +190,11 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._counters: dict[int, list[Any]] = {}
         self._counters_done: set[int] = set()
         self._barriers: dict[tuple[int, int], float] = {}
+        #: Barriers an API request waits for, and those of them lost with their
+        #: switch's connection (never answered: the request fails at once).
+        self._awaited: set[tuple[int, int]] = set()
+        self._lost: set[tuple[int, int]] = set()
+        self._lost_switches: set[int] = set()  # of the last _send_confirmed
         #: The last sync's barriers not answered yet, when it started, its flow-mods.
         self._sync_wait: tuple[set[tuple[int, int]], float, int, int] | None = None
         self._sent_s = 0.0  # how long the last confirmed send took to hand over
@@ -232,6 +237,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             box.close()
         if self.datapaths.get(dpid) is not dp:
             return
+        self._lose_barriers(dpid)
         # A switch that reconnects while its old connection still looks alive has two;
         # their events may reach this app in either order, and os-ken's topology app
         # closes the older.  If the one closed is the one used, the other carries on.
@@ -251,6 +257,17 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self.stats.forget_switch(dpid)
         self.planner.switch_down(dpid, sync=False)
         self.sync.touch(time.monotonic())
+
+    def _lose_barriers(self, dpid: int) -> None:
+        """The used connection of switch ``dpid`` closed: its barriers will never be
+        answered.  Requests waiting for them fail now instead of at their timeout
+        (what they sent is taken back; the switch is resynced when it returns)."""
+        lost = [k for k in self._barriers if k[0] == dpid]
+        for key in lost:
+            del self._barriers[key]
+        self._lost.update(self._awaited.intersection(lost))
+        if lost:
+            self._confirmed.notify_all()
 
     def _request_flows(self, dp: Any) -> None:
         """Ask what sdnmpi rules and groups the switch holds (answered in
@@ -682,7 +699,10 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 self._errors.pop(key, None)
         if confirmed and not errors:
             return answer, True
-        why = "; ".join(f"switch {d:#x} refused: {e}" for d, e in errors)
+        why = "; ".join(
+            [f"switch {d:#x} refused: {e}" for d, e in errors]
+            + [f"switch {d:#x} disconnected before confirming" for d in sorted(self._lost_switches)]
+        )
         undo = answer.undo(why or "barriers not confirmed in time")
         log.warning("%s failed (%s): taking it back", answer.label or "request", why or "timeout")
         return undo, self._send_confirmed(undo.messages)
@@ -690,19 +710,32 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
     def _send_confirmed(
         self, msgs: list[Message], watch: set[tuple[int, int]] | None = None
     ) -> bool:
-        """Send and wait (lock held, released while waiting) for the barrier replies."""
+        """Send and wait (lock held, released while waiting) for the barrier replies;
+        false at the timeout, or at once when a switch waited for disconnects (its
+        dpid in ``_lost_switches``)."""
         t0 = time.monotonic()
         keys = self.send(msgs, watch)
         self._sent_s = time.monotonic() - t0
         if watch is not None:
             self._watched |= watch
         deadline = time.monotonic() + self.cfg.api_timeout_s
-        while any(k in self._barriers for k in keys):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self._confirmed.wait(left)
-        return True
+        self._awaited.update(keys)
+        self._lost_switches = set()
+        try:
+            while True:
+                lost = {k[0] for k in keys if k in self._lost}
+                if lost:
+                    self._lost_switches = lost
+                    return False
+                if not any(k in self._barriers for k in keys):
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._confirmed.wait(left)
+        finally:
+            self._awaited.difference_update(keys)
+            self._lost.difference_update(keys)
 
     # -- port statistics ------------------------------------------------------------------
     def _read_rates(self) -> list[PortRate]:
