@@ -560,8 +560,8 @@ def _rank_groups(
     owner = uniq // max(nsteps, 1)
     group = np.full(occ.size, -1, dtype=np.int64)
     group[ok & member] = inverse.reshape(-1)
-    # the rank's latest group of an earlier step (a step it only sent eagerly in
-    # has none: it waits for nothing there)
+    # what a flow waits for: its rank's latest group of an earlier step (a step in
+    # which the rank only sent eagerly has no group and is skipped)
     j = np.searchsorted(uniq, key, side="left") - 1
     valid = ok & wait & (j >= 0)
     before = np.full(occ.size, -1, dtype=np.int64)
