@@ -168,6 +168,27 @@ def test_reconcile_routes_a_job_interrupted_before_routing(store: Store, control
     assert job is not None and job.state is JobState.ROUTED
 
 
+def test_reconcile_routes_again_a_job_killed_between_install_and_commit(
+    store: Store, controller, clock
+):
+    """The controller holds routes the store never recorded (the manager died after the
+    install, before saving ROUTED): they are removed, the job is routed again, and the
+    controller ends with exactly the routes the store has."""
+    svc = ManagerService(store, controller, clock)
+    create(svc)
+    svc.start_job(SCHED, 7)
+    svc.register_process(SCHED, 7, 0, "h1")
+    from sdnmpi.manager.model import Process
+
+    store.add_process(7, Process(1, "h5"))
+    controller.held[7] = {("h1", "h5"): ["h1", "leaf1", "spine2", "leaf2", "h5"]}
+    out = ManagerService(store, controller, clock).reconcile()
+    assert out.removed == (7,) and out.routed == (7,)
+    job = store.get_job(7)
+    assert job is not None and job.state is JobState.ROUTED
+    assert controller.held[7] == planning.pairs_of(job.routes)
+
+
 def test_failed_removal_is_retried_by_reconcile(service: ManagerService, controller):
     run_job(service, 1, ["h1", "h5"])
     controller.down = True

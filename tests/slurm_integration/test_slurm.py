@@ -125,8 +125,12 @@ def _kill_the_manager_during_a_job(cluster: SlurmCluster) -> tuple[int, int, str
         wait_for("the job's routes", lambda: cluster.controller_jobs() != {}, 60)
         job_id = int(next(iter(cluster.controller_jobs())))
         assert mgr.stop(signal.SIGKILL) == -signal.SIGKILL
-        mgr.start()  # same database: the job is still known, and still routed
-        assert manager_job(cluster, job_id).state == pb.JOB_STATE_ROUTED
+        mgr.start()  # same database: the job is still known, and routed again
+        # killed after the controller installed the routes but before the store said
+        # ROUTED, the manager finds the job STARTING: reconcile removes the routes it
+        # does not know and routes the job again (in the background)
+        wait_for("the job routed", lambda: manager_job(cluster, job_id).state
+                 == pb.JOB_STATE_ROUTED, 30)  # fmt: skip
         _, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
