@@ -115,3 +115,87 @@ def test_partial_fabric_routes_the_component_with_most_hosts():
         # no route to the cut-off host: the first switch hands the packet up, no flood
         assert setup.trace(a, "h7").outcome == "controller"
     assert setup.trace("h7", "h8").host == "h8"  # same leaf: delivery still works
+
+
+def test_defaults_computed_ahead_are_taken_while_the_topology_is_theirs():
+    """A shim computes the defaults with its lock released (DefaultRoutes.compute) and
+    offers them: a sync then sends the same messages as one that computed them itself,
+    and an offer for a topology that changed meanwhile is not used."""
+    topo = fat_tree(4)
+    ahead, inline = steady(topo), steady(topo)
+    for setup in (ahead, inline):
+        setup.planner.switch_down(topo.switches[0].dpid, sync=False)
+    defaults = ahead.planner.defaults
+    live = ahead.planner.live_topology()
+    assert live is not None
+    assert defaults.needs(live) and inline.planner.defaults.needs(live)
+    state = defaults.compute(live)
+    assert defaults.needs(live), "compute changed the state"
+    defaults.offer(state)
+    assert not defaults.needs(live)
+    assert ahead.planner.sync() == inline.planner.sync()
+    assert defaults.current is state
+    # an offer made for a topology that changed before the sync is left aside
+    stale = defaults.compute(live)
+    ahead.planner.switch_down(topo.switches[1].dpid, sync=False)
+    defaults.offer(stale)
+    assert defaults.needs(ahead.planner.live_topology())
+    ahead.planner.sync()
+    current = defaults.current
+    assert current is not None and current is not stale
+    assert current.topology == ahead.planner.live_topology()
+
+
+@pytest.mark.parametrize("router", ["dmodk", "ecmp", "ours", "minhop"])
+@pytest.mark.parametrize("encoding", ["auto", "pair"])
+def test_rules_from_the_routing_arrays_are_the_routes_rules(topo, router, encoding):
+    """The defaults' rules come from the routing's arrays (no Route built): the same
+    rules, in the same order, as encoding the routes one by one."""
+    from sdnmpi.controller.routes import (
+        default_rules,
+        default_rules_of_routing,
+        routes_from_routing,
+    )
+    from sdnmpi.core.routing import Demands, Fabric, route
+
+    fabric = Fabric(topo)
+    routing = route(router, fabric, Demands.all_pairs(fabric), seed=3)
+    want = default_rules(routes_from_routing(fabric, routing), encoding)
+    assert want and default_rules_of_routing(fabric, routing, encoding) == want
+
+
+def test_a_broken_routing_is_named_as_route_by_route():
+    """A path that is not contiguous takes the route-by-route way and its error."""
+    import numpy as np
+
+    from sdnmpi.controller.routes import default_rules_of_routing, routes_from_routing
+    from sdnmpi.core.routing import Demands, Fabric, Routing, route
+    from sdnmpi.errors import RoutingError
+
+    topo = fat_tree(4)
+    fabric = Fabric(topo)
+    good = route("dmodk", fabric, Demands.all_pairs(fabric))
+    arcs = np.array(good.arcs)
+    arcs[3, 1] = arcs[9, 2]  # a hop from somewhere else
+    broken = Routing("dmodk", arcs)
+    with pytest.raises(RoutingError) as slow:
+        routes_from_routing(fabric, broken)
+    with pytest.raises(RoutingError) as fast:
+        default_rules_of_routing(fabric, broken)
+    assert str(fast.value) == str(slow.value)
+    arcs[5, 0] = -1
+    with pytest.raises(RoutingError, match="empty path"):
+        default_rules_of_routing(fabric, Routing("dmodk", arcs))
+
+
+def test_the_routes_themselves_are_built_only_when_asked_for():
+    """A sync, its log line (the router's name) and the rules need no Route per pair
+    (a million at fat_tree(16): seconds under the controller's lock)."""
+    setup = steady(fat_tree(4))
+    state = setup.planner.defaults.current
+    assert state is not None and state.rules
+    assert setup.planner.default_router() == "dmodk"
+    assert "routes" not in vars(state)
+    routes = setup.planner.default_routes()
+    assert len(routes) == 16 * 15 and "routes" in vars(state)
+    assert state.net.default_route("h01", "h05") in routes

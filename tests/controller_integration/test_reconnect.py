@@ -195,3 +195,46 @@ def test_a_request_fails_at_once_when_its_switch_disconnects(app: SdnMpiApp) -> 
     assert got and got[0][0] is False and got[0][1] == {DPID}
     assert got[0][2] < 0.3 + 2.0 < app.cfg.api_timeout_s
     assert not app._barriers and not app._lost and not app._awaited
+
+
+def test_default_routes_are_computed_with_the_lock_released(
+    app: SdnMpiApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A topology change makes the next sync or request compute the default routes
+    again (about 10 s at fat_tree(16)): they are computed with the app's lock released
+    (the switches' events go on meanwhile), then taken; the request then plans nothing
+    more under the lock."""
+    defaults = app.planner.defaults
+    real = defaults.compute
+    computing, go = threading.Event(), threading.Event()
+    free: list[bool] = []
+
+    def compute(topo: Any) -> Any:
+        computing.set()
+        go.wait(5.0)
+        return real(topo)
+
+    monkeypatch.setattr(defaults, "compute", compute)
+    for sw in app.planner.inventory.model.switches:  # type: ignore[union-attr]
+        app.planner.switch_up(sw.dpid, [], sync=False)
+    topo = app.planner.live_topology()
+    assert topo is not None and defaults.needs(topo)
+
+    def request() -> None:
+        with app.lock, app.lock:  # held twice: released all the same
+            app._prepare_defaults()
+            free.append(not defaults.needs(topo))
+
+    worker = threading.Thread(target=request)
+    worker.start()
+    try:
+        assert computing.wait(5.0)
+        took = app.lock.acquire(timeout=2.0)  # another thread gets the lock meanwhile
+        if took:
+            app.lock.release()
+        assert took, "the lock was held while the default routes were computed"
+    finally:
+        go.set()
+        worker.join(5.0)
+    assert free == [True]
+    assert defaults.state(topo) is not None and not defaults.needs(topo)

@@ -9,8 +9,9 @@ the live topology is not one the router can route).  Priorities and cookies:
 
 from __future__ import annotations
 
+import functools
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
 
 from sdnmpi.controller import layout
 from sdnmpi.controller.flows import (
@@ -26,61 +27,128 @@ from sdnmpi.controller.flows import (
 )
 from sdnmpi.controller.inventory import Inventory
 from sdnmpi.controller.primitives.base import Network
-from sdnmpi.controller.routes import Encoding, Route, default_rules, routes_from_routing
-from sdnmpi.core.routing import Demands, Fabric, route
+from sdnmpi.controller.routes import (
+    Encoding,
+    Route,
+    default_rules_of_routing,
+    routes_from_routing,
+)
+from sdnmpi.core.routing import Demands, Fabric, Routing, route
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import RoutingError
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, eq=False)
 class DefaultState:
-    """Default routes computed for one live topology, and their rules."""
+    """Default routes computed for one live topology, and their rules.
 
-    topology: Topology
-    routes: tuple[Route, ...]
-    router: str
-    rules: tuple[FlowRule, ...]
-    net: Network
+    The rules are encoded from the routing's arrays; the routes themselves (a
+    :class:`Route` per host pair: a million at fat_tree(16)) are built only when
+    something asks for them (a tagged job's module, a measurement job)."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        router: str,
+        rules: tuple[FlowRule, ...],
+        build: Callable[[], tuple[Route, ...]],
+    ) -> None:
+        self.topology, self.router, self.rules = topology, router, rules
+        self._build = build
+        self.net = Network(topology, _LazyRoutes(self))
+
+    @functools.cached_property
+    def routes(self) -> tuple[Route, ...]:
+        """One route per live host pair, in flow order."""
+        return self._build()
+
+
+class _LazyRoutes(Mapping[tuple[str, str], Route]):
+    """A state's routes by (source MAC, destination MAC), built at the first lookup."""
+
+    def __init__(self, state: DefaultState) -> None:
+        self._state = state
+
+    @functools.cached_property
+    def _by_key(self) -> dict[tuple[str, str], Route]:
+        return {r.key: r for r in self._state.routes}
+
+    def __getitem__(self, key: tuple[str, str]) -> Route:
+        return self._by_key[key]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._by_key)
+
+    def __len__(self) -> int:
+        return len(self._by_key)
 
 
 class DefaultRoutes:
-    """Default routes of the live topology, recomputed only when it changed."""
+    """Default routes of the live topology, recomputed only when it changed.
+
+    Computing them takes seconds on a large fabric (fat_tree(16): about 10 s).  A shim
+    that must not hold its lock that long computes them ahead with :meth:`compute`
+    (pure: it touches nothing here, so it may run while the state changes) and hands
+    the result to :meth:`offer`; :meth:`state` then takes it while the live topology
+    is still the one it was computed for.
+    """
 
     def __init__(self, router: str, fallback: str, seed: int, encoding: Encoding) -> None:
         self.routers = tuple(dict.fromkeys((router, fallback)))
         self.seed = seed
         self.encoding = encoding
         self._state: DefaultState | None = None
+        self._offered: DefaultState | None = None
 
     @property
     def current(self) -> DefaultState | None:
         """The state last computed (None before the first), without recomputing."""
         return self._state
 
+    def needs(self, topo: Topology | None) -> bool:
+        """Whether :meth:`state` of ``topo`` would compute: neither the current state
+        nor an offered one is for it."""
+        if topo is None:
+            return False
+        return not any(s is not None and s.topology == topo for s in (self._state, self._offered))
+
     def state(self, topo: Topology | None) -> DefaultState | None:
         """Routes and rules for ``topo`` (the live topology; None: nothing routable)."""
         if topo is None:
             return None
         if self._state is None or self._state.topology != topo:
-            routes, used = self._route_all(topo)
-            rules = tuple(default_rules(routes, self.encoding))
-            net = Network(topo, {r.key: r for r in routes})
-            self._state = DefaultState(topo, routes, used, rules, net)
+            offered, self._offered = self._offered, None
+            if offered is not None and offered.topology == topo:
+                self._state = offered
+            else:
+                self._state = self.compute(topo)
         return self._state
 
-    def _route_all(self, topo: Topology) -> tuple[tuple[Route, ...], str]:
+    def compute(self, topo: Topology) -> DefaultState:
+        """The state for ``topo``, computed without reading or changing this object's
+        state (its router, seed and encoding are fixed)."""
         fabric = Fabric(topo)
         demands = Demands.all_pairs(fabric)
         for name in self.routers:
             try:
                 routing = route(name, fabric, demands, seed=self.seed)
+                rules = tuple(default_rules_of_routing(fabric, routing, self.encoding))
             except RoutingError as exc:
                 log.info("router %s cannot route %s: %s", name, topo.name, exc)
                 continue
-            return tuple(routes_from_routing(fabric, routing)), name
-        return (), ""
+            build = functools.partial(_routes_of, fabric, routing)
+            return DefaultState(topo, name, rules, build)
+        return DefaultState(topo, "", (), tuple)
+
+    def offer(self, state: DefaultState) -> None:
+        """A state :meth:`compute` made ahead: :meth:`state` takes it while the live
+        topology is ``state.topology`` (a later offer replaces it)."""
+        self._offered = state
+
+
+def _routes_of(fabric: Fabric, routing: Routing) -> tuple[Route, ...]:
+    return tuple(routes_from_routing(fabric, routing))
 
 
 def base_rules(dpid: int) -> list[FlowRule]:

@@ -4,11 +4,12 @@ os-ken 4.x has no ``osken-manager``; this is its 30 lines: set the listen
 address (127.0.0.1 unless told otherwise: os-ken's default is every address)
 and port, start the Prometheus endpoint (``--metrics-port``, on a thread of its own:
 :mod:`sdnmpi.metrics.server`), turn on ``observe-links`` for
-:mod:`os_ken.topology.switches` (its LLDP refresh timed for the model's port count:
-:func:`~sdnmpi.controller.syncpolicy.lldp_timing`), load that and
-:mod:`sdnmpi.controller.oskenapp`, run until SIGTERM or SIGINT, then
-write the port statistics one last time and exit.  os-ken 4.x runs apps on
-native threads (``OSKEN_HUB_TYPE=native``, its default), so the app guards its
+:mod:`sdnmpi.controller.discovery` (os-ken's LLDP app; its LLDP refresh timed for the
+model's port count: :func:`~sdnmpi.controller.syncpolicy.lldp_timing`), load that and
+:mod:`sdnmpi.controller.oskenapp`, run until SIGTERM or SIGINT, then write the port
+statistics one last time and exit.  SIGUSR1 logs every thread's stack (threads with
+the same stack counted once), for a controller that seems stuck.  os-ken 4.x runs apps
+on native threads (``OSKEN_HUB_TYPE=native``, its default), so the app guards its
 state with a lock.
 """
 
@@ -18,6 +19,9 @@ import logging
 import os
 import signal
 import socket
+import sys
+import threading
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -33,7 +37,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6653
 #: The controller's Prometheus endpoint (docs/METRICS.md); the manager's is 9792.
 DEFAULT_METRICS_PORT = 9791
-_APPS = ("os_ken.topology.switches", "sdnmpi.controller.oskenapp")
+#: os-ken's LLDP discovery (with its reconnection stall fixed) and our app.
+_APPS = ("sdnmpi.controller.discovery", "sdnmpi.controller.oskenapp")
 
 
 class _Stop(SystemExit):
@@ -53,6 +58,17 @@ class ListenConfig:
 
 def _stop(signum: int, frame: FrameType | None) -> None:
     raise _Stop(0)
+
+
+def _log_stacks(signum: int, frame: FrameType | None) -> None:
+    """Log every thread's stack, threads with the same stack counted once (SIGUSR1)."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    groups: dict[str, list[str]] = {}
+    for ident, top in sys._current_frames().items():
+        text = "".join(traceback.format_stack(top))
+        groups.setdefault(text, []).append(names.get(ident, str(ident)))
+    for text, threads in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        log.warning("%d thread(s), e.g. %s:\n%s", len(threads), threads[0], text)
 
 
 def _check_free(listen: ListenConfig) -> None:
@@ -82,15 +98,16 @@ def run(settings: AppSettings, listen: ListenConfig) -> None:
     from os_ken.base import app_manager  # type: ignore[import-untyped]
     from os_ken.controller import controller  # type: ignore[import-untyped]  # noqa: F401
     from os_ken.lib import hub  # type: ignore[import-untyped]
-    from os_ken.topology import switches  # type: ignore[import-untyped]
+
+    from sdnmpi.controller.discovery import Switches
 
     cfg.CONF(args=[], project="os_ken")
     cfg.CONF.set_override("ofp_listen_host", listen.host)
     cfg.CONF.set_override("ofp_tcp_listen_port", listen.port)
     cfg.CONF.set_override("observe_links", True)
     timing = lldp_timing(switch_ports(settings.planner.inventory.model))
-    switches.Switches.LLDP_SEND_GUARD = timing.guard_s
-    switches.Switches.LINK_TIMEOUT = timing.timeout_s
+    Switches.LLDP_SEND_GUARD = timing.guard_s
+    Switches.LINK_TIMEOUT = timing.timeout_s
     log.info("LLDP refresh: one frame every %.3f s, links time out after %.1f s",
              timing.guard_s, timing.timeout_s)  # fmt: skip
     _check_free(listen)
@@ -105,6 +122,7 @@ def run(settings: AppSettings, listen: ListenConfig) -> None:
     services = manager.instantiate_apps(**contexts)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGUSR1, _log_stacks)
     log.info("controller listening on %s:%d", listen.host, listen.port)
     code = 1
     try:

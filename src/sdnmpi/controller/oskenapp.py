@@ -25,6 +25,7 @@ Started by :mod:`~sdnmpi.controller.launcher`, which sets :attr:`SdnMpiApp.setti
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import json
@@ -33,7 +34,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
@@ -49,7 +50,7 @@ from os_ken.lib import hub  # type: ignore[import-untyped]
 from os_ken.ofproto import ofproto_v1_3  # type: ignore[import-untyped]
 from os_ken.topology import event as topo_event  # type: ignore[import-untyped]
 
-from sdnmpi.controller import layout
+from sdnmpi.controller import discovery, layout
 from sdnmpi.controller.api import Answer, ApiHandler, CounterRead
 from sdnmpi.controller.flows import (
     ETH_TYPE_LLDP,
@@ -87,6 +88,8 @@ from sdnmpi.controller.syncpolicy import SyncPolicy, discovery_complete
 from sdnmpi.errors import ConfigError, SdnMpiError
 
 log = logging.getLogger(__name__)
+#: Link events come from our LLDP app (:mod:`sdnmpi.controller.discovery`), not os-ken's.
+TOPOLOGY_EVENTS_FROM = discovery.__name__
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 LLDP_ETHERTYPE = ETH_TYPE_LLDP.to_bytes(2, "big")
@@ -166,6 +169,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         #: os-ken 4.x delivers events on one native thread per app; our loops are
         #: threads too: everything touching the planner holds this lock.
         self.lock = threading.RLock()
+        #: Held (instead of the lock) while default routes are computed ahead.
+        self._defaults_lock = threading.Lock()
         self._confirmed = threading.Condition(self.lock)
         self.stats = PortStats()
         self.metrics = self.cfg.metrics
@@ -431,6 +436,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         pending = bool(self._flow_stats or self._group_stats)
         if not self.sync.due(now, complete, reports_pending=pending):
             return
+        self._prepare_defaults()
         restored: list[Message] = []
         if not self.sync.synced_once:  # the stored jobs go to the planner before its first sync
             inv = self.planner.inventory
@@ -457,6 +463,40 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         log.info("sync planned in %.3f s, sent in %.3f s", planned, time.monotonic() - t0 - planned)
         self._sync_wait = (set(keys), t0, mods, switches)
         self._sync_confirmed()
+
+    def _prepare_defaults(self, tries: int = 3) -> None:
+        """Compute the live topology's default routes with the lock released when a
+        sync or a request would compute them under it (lock held on entry and on
+        return).  They take seconds on a large fabric (fat_tree(16): about 10 s); under
+        the lock the switches' events wait meanwhile, os-ken's receive loops stop
+        reading, echo requests go unanswered and switches disconnect, which changes the
+        topology again (docs/controller-scale.md).  The topology may change while they
+        are computed: tried again, up to ``tries`` times."""
+        defaults = self.planner.defaults
+        for _ in range(tries):
+            topo = self.planner.live_topology()
+            if not defaults.needs(topo):
+                return
+            assert topo is not None
+            t0 = time.monotonic()
+            with self._released(), self._defaults_lock:  # one computation at a time
+                # another thread may have computed them while this one waited
+                state = None if not defaults.needs(topo) else defaults.compute(topo)
+            if state is None:
+                continue
+            defaults.offer(state)
+            log.info("default routes computed in %.3f s with the lock released (%s)",
+                     time.monotonic() - t0, state.router or "no router")  # fmt: skip
+
+    @contextlib.contextmanager
+    def _released(self) -> Iterator[None]:
+        """The app's lock released, however often this thread holds it, then taken
+        back as it was (as a condition variable's wait does)."""
+        saved = self.lock._release_save()  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            self.lock._acquire_restore(saved)  # type: ignore[attr-defined]
 
     def _sync_confirmed(self, key: tuple[int, int] | None = None) -> None:
         """Log once every barrier of the last sync is answered (``key``: one just was)."""
@@ -599,6 +639,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         t0 = time.monotonic()
         try:
             with self.lock:
+                self._prepare_defaults()
                 answer = self.api.handle(line)
                 planned = time.monotonic() - t0
                 if answer.save:
@@ -703,6 +744,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             [f"switch {d:#x} refused: {e}" for d, e in errors]
             + [f"switch {d:#x} disconnected before confirming" for d in sorted(self._lost_switches)]
         )
+        self._prepare_defaults()  # a switch lost: taking back re-plans around it
         undo = answer.undo(why or "barriers not confirmed in time")
         log.warning("%s failed (%s): taking it back", answer.label or "request", why or "timeout")
         return undo, self._send_confirmed(undo.messages)

@@ -583,12 +583,14 @@ class Planner:
         return self.inventory.live_topology()
 
     def default_routes(self) -> tuple[Route, ...]:
-        """The current default routes (one per live host pair)."""
-        return self._defaults()[0]
+        """The current default routes (one per live host pair; built at the first ask)."""
+        state = self._default_state()
+        return state.routes if state is not None else ()
 
     def default_router(self) -> str:
         """The router that computed the current default routes ('' if none)."""
-        return self._defaults()[1]
+        state = self._default_state()
+        return state.router if state is not None else ""
 
     def desired(self, dpid: int) -> list[FlowRule]:
         """The complete rule set switch ``dpid`` should hold now."""
@@ -603,10 +605,6 @@ class Planner:
         return sorted(self._installed.get(dpid, {}).values(), key=_order)
 
     # -- the desired state and the difference --------------------------------------------
-    def _defaults(self) -> tuple[tuple[Route, ...], str]:
-        cached = self._default_state()
-        return (cached.routes, cached.router) if cached is not None else ((), "")
-
     def _default_state(self) -> DefaultState | None:
         """Routes and rules for the live topology, recomputed only when it changed."""
         return self.defaults.state(self.live_topology())

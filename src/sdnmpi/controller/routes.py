@@ -274,6 +274,133 @@ def default_rules(routes: Iterable[Route], encoding: Encoding = "auto") -> list[
     return out
 
 
+def default_rules_of_routing(
+    fabric: Fabric, routing: Routing, encoding: Encoding = "auto"
+) -> list[FlowRule]:
+    """:func:`default_rules` of :func:`routes_from_routing` (the same rules, in the same
+    order), computed on the routing's arrays without building a :class:`Route`: the
+    all-pairs default routes of fat_tree(16) are a million routes, and building them
+    was most of the 10 s their rules took.  A routing these arrays cannot vouch for (a
+    path that is not contiguous, or does not run from a host to a host through
+    switches) takes the route-by-route way, which names the fault."""
+    hops = _default_hops(fabric, routing)
+    if hops is None:
+        return default_rules(routes_from_routing(fabric, routing), encoding)
+    topo, nhosts = fabric.topology, fabric.nhosts
+    sw, port, src, dst = hops
+    # rules sort by switch dpid, then destination MAC (as default_rules sorts them)
+    macs = [h.mac for h in topo.hosts]
+    dpids = [s.dpid for s in topo.switches]
+    mac_rank, dpid_rank = _ranks(macs), _ranks(dpids)
+    group = dpid_rank[sw] * nhosts + mac_rank[dst]
+    main = _main_ports(group, port) if encoding == "auto" else np.full(0, -1, np.int64)
+    pair = port != main[group] if encoding == "auto" else np.ones(port.size, dtype=bool)
+    # a group's dst rule first, then its pair rules by source MAC and port
+    g_main = np.nonzero(main >= 0)[0]
+    n_main, n_pair = g_main.size, int(pair.sum())
+    key_group = np.concatenate([g_main, group[pair]])
+    key_kind = np.concatenate([np.zeros(n_main, np.int64), np.ones(n_pair, np.int64)])
+    key_src = np.concatenate([np.zeros(n_main, np.int64), mac_rank[src[pair]]])
+    key_port = np.concatenate([main[g_main], port[pair]])
+    order = np.lexsort((key_port, key_src, key_kind, key_group))
+    return _default_flow_rules(
+        key_group[order].tolist(),
+        key_kind[order].tolist(),
+        key_src[order].tolist(),
+        key_port[order].tolist(),
+        sorted(dpids),
+        sorted(macs),
+    )
+
+
+def _default_hops(
+    fabric: Fabric, routing: Routing
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(switch index, out-port, source host, destination host) of every hop but the
+    last of the first flow of each host pair, or ``None`` if a path is not the
+    contiguous host-to-host path through switches that route building accepts."""
+    arcs = np.asarray(routing.arcs)
+    if arcs.ndim != 2 or arcs.shape[0] == 0 or arcs.shape[1] < 2:
+        return None
+    if bool((arcs[:, 0] < 0).any()):
+        raise RoutingError(f"{routing.router}: a flow has an empty path")
+    valid = arcs >= 0
+    length = valid.sum(axis=1)
+    nhosts = fabric.nhosts
+    a_src, a_dst = np.asarray(fabric.arc_src), np.asarray(fabric.arc_dst)
+    safe = np.where(valid, arcs, 0)
+    src, dst = a_src[arcs[:, 0]], a_dst[safe[np.arange(arcs.shape[0]), length - 1]]
+    inner = valid[:, 1:] & valid[:, :-1]  # hop i: arc i into a switch, arc i + 1 out
+    joined = a_dst[safe[:, :-1]] == a_src[safe[:, 1:]]
+    through = a_dst[safe[:, :-1]] >= nhosts  # hosts first, then switches
+    if not (
+        bool((valid[:, 1:] <= valid[:, :-1]).all())  # -1 only after the path
+        and bool((length >= 2).all())
+        and bool((src < nhosts).all() and (dst < nhosts).all())
+        and bool((joined | ~inner).all() and (through | ~inner).all())
+    ):
+        return None
+    _, first = np.unique(src * nhosts + dst, return_index=True)  # a pair's first flow
+    first.sort()
+    safe, length, src, dst = safe[first], length[first], src[first], dst[first]
+    out_port = np.array([a.src_port for a in fabric.topology.arcs], dtype=np.int64)
+    r, i = np.nonzero(np.arange(safe.shape[1] - 1)[None, :] < (length - 2)[:, None])
+    return a_dst[safe[r, i]] - nhosts, out_port[safe[r, i + 1]], src[r], dst[r]
+
+
+def _ranks(values: Sequence[object]) -> np.ndarray:
+    """Each value's position in ``sorted(values)``."""
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[sorted(range(len(values)), key=values.__getitem__)] = np.arange(len(values))  # type: ignore[arg-type]
+    return rank
+
+
+def _main_ports(group: np.ndarray, port: np.ndarray) -> np.ndarray:
+    """Per group, its most used out-port (the lowest on ties; -1: an empty group)."""
+    ngroups = int(group.max()) + 1 if group.size else 0
+    nports = int(port.max()) + 1 if port.size else 1
+    uses = np.bincount(group * nports + port, minlength=ngroups * nports)
+    uses = uses.reshape(ngroups, nports)
+    return np.where(uses.max(axis=1) > 0, np.argmax(uses, axis=1), -1)
+
+
+def _default_flow_rules(
+    groups: list[int],
+    kinds: list[int],
+    srcs: list[int],
+    ports: list[int],
+    dpids: list[int],
+    macs: list[str],
+) -> list[FlowRule]:
+    """The rules of :func:`default_rules_of_routing`'s sorted columns (group: switch
+    rank times hosts plus destination rank; kind 0: dst rule, 1: pair rule)."""
+    nhosts = len(macs)
+    ck = layout.cookie("default")
+    actions: dict[int, tuple[Output]] = {}
+    dst_matches: dict[str, Match] = {}
+    checked: set[tuple[int, int]] = set()  # (dpid, priority) built the checked way
+    out: list[FlowRule] = []
+    for g, kind, s, p in zip(groups, kinds, srcs, ports, strict=True):
+        dpid, dst = dpids[g // nhosts], macs[g % nhosts]
+        action = actions.get(p)
+        if action is None:
+            action = actions[p] = (Output(p),)
+        if kind == 0:
+            priority = layout.PRIORITY_DEFAULT_DST
+            match = dst_matches.get(dst)
+            if match is None:
+                match = dst_matches[dst] = Match(eth_dst=dst)
+        else:
+            priority = layout.PRIORITY_DEFAULT_PAIR
+            match = Match(eth_src=macs[s], eth_dst=dst)
+        if (dpid, priority) in checked:
+            out.append(FlowRule.add_checked_before(dpid, priority, match, action, ck))
+        else:
+            out.append(FlowRule(dpid, 0, priority, match, action, ck))
+            checked.add((dpid, priority))
+    return out
+
+
 def _main_port(ports: Mapping[int, list[str]]) -> int:
     """The most used out-port (lowest on ties)."""
     return min(ports, key=lambda p: (-len(ports[p]), p))

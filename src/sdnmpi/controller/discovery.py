@@ -1,0 +1,55 @@
+"""os-ken's LLDP discovery app (:mod:`os_ken.topology.switches`), with its stall fixed.
+
+When a switch connects again while os-ken still holds its old connection, os-ken's
+``Switches`` closes the old one from inside its own event handler.  Closing announces
+the old connection's end to every observer, ``Switches`` itself among them, through
+each app's bounded event queue (128 events).  Under load (the LLDP frames of 320
+switches are about 200 events a second) that queue is full, and the handler waits
+for room in the queue that only its own thread empties: the app stops for good.
+Every switch's receive loop then waits to hand it the next packet-in, nothing a
+switch sends is read any more (barrier replies, echo replies), switches time out and
+reconnect, and each new connection's threads block the same way (fat_tree(16) with
+16 switches reconnecting: thousands of threads, no rule confirmed for minutes;
+docs/controller-scale.md).
+
+:class:`Switches` takes the old connection out of the app's table before os-ken's
+handler sees the new one, and closes it on a thread of its own: the handler never
+waits on its own queue, and the new connection is taken as the switch's.  Importing
+this module makes it the provider of os-ken's topology events.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from os_ken.controller import ofp_event  # type: ignore[import-untyped]
+from os_ken.controller.handler import (  # type: ignore[import-untyped]
+    DEAD_DISPATCHER,
+    MAIN_DISPATCHER,
+    set_ev_cls,
+)
+from os_ken.lib import hub  # type: ignore[import-untyped]
+from os_ken.topology import event, switches  # type: ignore[import-untyped]
+
+log = logging.getLogger(__name__)
+
+# os-ken loads the app providing the topology events an app observes (our app observes
+# link events): this module's, in place of os-ken's (two apps of one name fail to load).
+event._SERVICE_NAME = __name__
+
+
+class Switches(switches.Switches):  # type: ignore[misc]
+    """os-ken's ``Switches`` (same name: other apps find it by it), whose handler
+    never closes a connection on its own event thread (see the module docstring)."""
+
+    @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])  # type: ignore[untyped-decorator]
+    def state_change_handler(self, ev: Any) -> None:
+        dp = ev.datapath
+        if ev.state == MAIN_DISPATCHER and dp is not None and dp.id is not None:
+            old = self.dps.get(dp.id)
+            if old is not None and old is not dp:
+                log.warning("switch %#x connected again: its old connection is closed", dp.id)
+                del self.dps[dp.id]
+                hub.spawn(old.close)
+        super().state_change_handler(ev)

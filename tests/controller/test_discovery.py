@@ -1,0 +1,74 @@
+"""The LLDP discovery app closes a switch's replaced connection off its event thread."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+from os_ken.controller.handler import (  # type: ignore[import-untyped]
+    DEAD_DISPATCHER,
+    MAIN_DISPATCHER,
+)
+
+from sdnmpi.controller.discovery import Switches
+
+
+class _Conn:
+    """A switch connection whose ``close`` blocks until released, as os-ken's does
+    while the app's own event queue is full."""
+
+    def __init__(self, dpid: int) -> None:
+        self.id = dpid
+        self.ports: dict[int, object] = {}
+        self.closing = threading.Event()
+        self.release = threading.Event()
+        self.closed_on: str | None = None
+
+    def close(self) -> None:
+        self.closed_on = threading.current_thread().name
+        self.closing.set()
+        self.release.wait(10)
+
+
+def _app() -> Switches:
+    """The app without its threads: what its state-change handler touches."""
+    app = Switches.__new__(Switches)
+    app.name, app.observers, app.dps, app.port_state = "Switches", {}, {}, {}
+    app.link_discovery = False
+    return app
+
+
+def _event(conn: _Conn, state: str) -> SimpleNamespace:
+    return SimpleNamespace(datapath=conn, state=state)
+
+
+def test_a_new_connection_replaces_the_old_without_waiting_for_its_close():
+    app = _app()
+    old, new = _Conn(5), _Conn(5)
+    app.state_change_handler(_event(old, MAIN_DISPATCHER))
+    assert app.dps[5] is old
+    handler = threading.Thread(
+        target=app.state_change_handler, args=(_event(new, MAIN_DISPATCHER),), name="handler"
+    )
+    handler.start()
+    assert old.closing.wait(5), "the old connection was not closed"
+    handler.join(5)  # os-ken's own handler waits here until the close returns
+    try:
+        assert not handler.is_alive(), "the handler waited for the old connection's close"
+        assert old.closed_on != "handler"
+        assert app.dps[5] is new
+        # the old connection's end, when it comes, leaves the new one in place
+        app.state_change_handler(_event(old, DEAD_DISPATCHER))
+        assert app.dps[5] is new
+    finally:
+        old.release.set()
+        handler.join(5)
+
+
+def test_a_first_connection_closes_nothing():
+    app = _app()
+    conn = _Conn(7)
+    app.state_change_handler(_event(conn, MAIN_DISPATCHER))
+    assert app.dps == {7: conn} and not conn.closing.is_set()
+    app.state_change_handler(_event(conn, DEAD_DISPATCHER))
+    assert app.dps == {}
