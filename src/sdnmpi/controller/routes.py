@@ -181,6 +181,8 @@ def routes_from_names(
     plain name takes the lowest port.
     """
     out = []
+    # the arc from a to b by port (None: the lowest port), looked up once per node pair
+    found: dict[tuple[str, str, int | None], Arc] = {}
     for (src, dst), names in paths.items():
         hops = [topology.hop(n) for n in names]
         if len(hops) < 3 or hops[0][0] != src or hops[-1][0] != dst:
@@ -188,7 +190,12 @@ def routes_from_names(
                 f"path for {src!r} -> {dst!r} must run from {src!r} to {dst!r} "
                 f"through at least one switch, got {list(names)}"
             )
-        arcs = [_arc(topology, a, b[0], port) for (a, port), b in itertools.pairwise(hops)]
+        arcs = []
+        for (a, port), (b, _) in itertools.pairwise(hops):
+            arc = found.get((a, b, port))
+            if arc is None:
+                arc = found[(a, b, port)] = _arc(topology, a, b, port)
+            arcs.append(arc)
         out.append(route_from_arcs(topology, arcs))
     return out
 
@@ -409,11 +416,20 @@ def _main_port(ports: Mapping[int, list[str]]) -> int:
 def job_rules(job_id: int, routes: Iterable[Route]) -> list[FlowRule]:
     """One (eth_src, eth_dst) rule per switch of each route but the last, job cookie."""
     ck = layout.job_cookie(job_id)
-    out = []
+    out: list[FlowRule] = []
+    actions: dict[int, tuple[Output]] = {}
+    checked: set[int] = set()  # switches with a rule built the checked way
     for route in routes:
         match = Match(eth_src=route.src_mac, eth_dst=route.dst_mac)
-        out += [
-            FlowRule(hop.dpid, 0, layout.PRIORITY_JOB, match, (Output(hop.out_port),), ck)
-            for hop in route.hops[:-1]
-        ]
+        for hop in route.hops[:-1]:
+            action = actions.get(hop.out_port)
+            if action is None:
+                action = actions[hop.out_port] = (Output(hop.out_port),)
+            if hop.dpid in checked:
+                out.append(
+                    FlowRule.add_checked_before(hop.dpid, layout.PRIORITY_JOB, match, action, ck)
+                )
+            else:
+                out.append(FlowRule(hop.dpid, 0, layout.PRIORITY_JOB, match, action, ck))
+                checked.add(hop.dpid)
     return out
