@@ -238,3 +238,25 @@ def test_default_routes_are_computed_with_the_lock_released(
         worker.join(5.0)
     assert free == [True]
     assert defaults.state(topo) is not None and not defaults.needs(topo)
+
+
+def test_a_switch_whose_barrier_stays_unanswered_is_read_again(app: SdnMpiApp) -> None:
+    """The planner counts what it sent as held: a switch that never answers a barrier
+    may have lost flow-mods, so after ``recheck_s`` its rules are read again (and the
+    next sync brings it to the plan by difference); before that, nothing happens."""
+    dp = FakeDatapath()
+    with app.lock:
+        app._state_change(dp.up())
+        _flushed(app, dp)
+        app._flow_stats.pop(DPID, None)  # its first report came in
+        app._group_stats.pop(DPID, None)
+        dp.sent.clear()
+        keys = app.send([Barrier(DPID)])
+        now = time.monotonic()
+        app._recheck_unconfirmed(now + app.cfg.recheck_s - 1.0)
+        assert set(app._barriers) == set(keys)
+        app._recheck_unconfirmed(now + app.cfg.recheck_s + 1.0)
+        assert not app._barriers
+        _flushed(app, dp)
+    assert dp.sent == ["OFPBarrierRequest", "OFPGroupDescStatsRequest", "OFPFlowStatsRequest"]
+    assert DPID in app._flow_stats and DPID in app._group_stats  # its report awaited

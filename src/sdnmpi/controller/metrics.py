@@ -30,6 +30,7 @@ ERROR_KINDS = (
     "api_refused",  # an API request answered ok: false (bad input, not discovered, ...)
     "api_internal",  # an API request crashed
     "unconfirmed",  # a request's barriers not answered in time
+    "recheck",  # a switch's barrier unanswered for recheck_s: its rules read again
     "stats_write",  # --stats-out could not be written
 )
 

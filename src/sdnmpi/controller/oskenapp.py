@@ -126,6 +126,9 @@ class AppSettings:
     hold_s: float = 20.0
     api_socket: Path | None = None
     api_timeout_s: float = 10.0
+    #: A switch with a barrier unanswered this long has its rules read again (and
+    #: brought to the plan by difference): nothing else would notice what it lost.
+    recheck_s: float = 30.0
     #: Where accepted jobs are written (``--state-file``), and the jobs read from it
     #: at start-up, restored before the first sync.
     job_store: JobStore | None = None
@@ -425,10 +428,36 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
 
     # -- syncing --------------------------------------------------------------------------
     def _sync_loop(self) -> None:
+        checked = time.monotonic()
         while True:
             hub.sleep(0.1)
             with self.lock:
-                self._maybe_sync(time.monotonic())
+                now = time.monotonic()
+                if now - checked >= 1.0:
+                    checked = now
+                    self._recheck_unconfirmed(now)
+                self._maybe_sync(now)
+
+    def _recheck_unconfirmed(self, now: float) -> None:
+        """Switches with a barrier unanswered for ``recheck_s`` are asked for their rules
+        again; the next sync brings them to the plan by difference.  The planner counts
+        what it sent as held, so a flow-mod a switch lost (a connection replaced while
+        it was in flight, a switch that stopped answering) would otherwise stay lost."""
+        late = {k for k, sent in self._barriers.items() if now - sent >= self.cfg.recheck_s}
+        if not late:
+            return
+        for key in late:
+            del self._barriers[key]
+        self._confirmed.notify_all()
+        self._sync_confirmed()
+        dpids = sorted({dpid for dpid, _ in late})
+        self.metrics.error("recheck")
+        log.warning("switches %s: a barrier unanswered for %.0f s: their rules are read again",
+                    ", ".join(f"{d:#x}" for d in dpids), self.cfg.recheck_s)  # fmt: skip
+        for dpid in dpids:
+            dp = self.datapaths.get(dpid)
+            if dp is not None:
+                self._request_flows(dp)
 
     def _maybe_sync(self, now: float) -> None:
         """One planner sync when :class:`SyncPolicy` says it is due."""
