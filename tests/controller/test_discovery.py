@@ -72,3 +72,24 @@ def test_a_first_connection_closes_nothing():
     assert app.dps == {7: conn} and not conn.closing.is_set()
     app.state_change_handler(_event(conn, DEAD_DISPATCHER))
     assert app.dps == {}
+
+
+def test_a_loop_that_raises_is_started_again(monkeypatch, caplog):
+    """os-ken's native threads end silently on an exception: the LLDP loop raising once
+    (its port table changed under it) must not end discovery."""
+    from os_ken.topology import switches  # type: ignore[import-untyped]
+
+    app = _app()
+    app.is_active = True
+    runs = []
+
+    def loop(self: Switches) -> None:
+        runs.append(1)
+        if len(runs) == 1:
+            raise KeyError("a port added while the loop read the table")
+        self.is_active = False  # the app stops: the loop returns
+
+    monkeypatch.setattr(switches.Switches, "lldp_loop", loop)
+    app.lldp_loop()
+    assert len(runs) == 2
+    assert "LLDP loop failed: started again" in caplog.text

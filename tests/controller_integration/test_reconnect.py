@@ -260,3 +260,89 @@ def test_a_switch_whose_barrier_stays_unanswered_is_read_again(app: SdnMpiApp) -
         _flushed(app, dp)
     assert dp.sent == ["OFPBarrierRequest", "OFPGroupDescStatsRequest", "OFPFlowStatsRequest"]
     assert DPID in app._flow_stats and DPID in app._group_stats  # its report awaited
+
+
+def _link_event(src: tuple[int, int], dst: tuple[int, int]) -> Any:
+    end = types.SimpleNamespace
+    link = types.SimpleNamespace(src=end(dpid=src[0], port_no=src[1]),
+                                 dst=end(dpid=dst[0], port_no=dst[1]))  # fmt: skip
+    return types.SimpleNamespace(link=link)
+
+
+#: leaf_spine(1, 2, 2): leaf1 (dpid 1) port 3 to spine1 (dpid 3) port 1.
+_UP, _DOWN = ((1, 3), (3, 1)), ((3, 1), (1, 3))
+
+
+def _synced_with_leaf1(app: SdnMpiApp) -> FakeDatapath:
+    """The app past its first sync, leaf1 connected (as dpid 1) with its uplink."""
+    dp = FakeDatapath()
+    dp.id = 1
+    app.sync.synced_once = True
+    app._state_change(dp.up())
+    for link in (_UP, _DOWN):
+        app._link_add(_link_event(*link))
+    app.planner.switch_up(1, [], sync=False)
+    return dp
+
+
+def test_a_switch_back_within_its_hold_is_resynced_alone(app: SdnMpiApp) -> None:
+    """A switch whose connection closes stays in the topology for ``away_hold_s`` with
+    its links (os-ken's link deletions held back): back in time, the routes of the
+    others never moved; its links are then checked, and one LLDP does not find again
+    by ``away_verify_s`` is removed."""
+    dp = _synced_with_leaf1(app)
+    inv = app.planner.inventory
+    version = inv.version
+    app._state_change(dp.closed())
+    for link in (_UP, _DOWN):
+        app._link_delete(_link_event(*link))
+    assert 1 in inv.switches_up and inv.links[_UP[0]] == _UP[1] and inv.version == version
+    again = FakeDatapath()
+    again.id = 1
+    app._state_change(again.up())
+    assert not app._away and set(app._verify[1][1]) == {_UP, _DOWN}
+    # os-ken's own report of the links gone may come after the switch is back
+    app._link_delete(_link_event(*_UP))
+    assert inv.links[_UP[0]] == _UP[1] and _UP in app._verify[1][1]
+    app._link_add(_link_event(*_UP))  # LLDP finds one direction again
+    with app.lock:
+        app._expire_away(time.monotonic() + app.cfg.away_hold_s + 1)
+        assert inv.links.get(_DOWN[0]) == _DOWN[1]  # not yet: its deadline is later
+        app._expire_away(time.monotonic() + app.cfg.away_verify_s + 1)
+    assert not app._verify and inv.links.get(_UP[0]) == _UP[1] and _DOWN[0] not in inv.links
+
+
+def test_a_switch_not_back_within_its_hold_is_routed_around(app: SdnMpiApp) -> None:
+    dp = _synced_with_leaf1(app)
+    inv = app.planner.inventory
+    app._state_change(dp.closed())
+    app._link_delete(_link_event(*_UP))
+    with app.lock:
+        app._expire_away(time.monotonic() + app.cfg.away_hold_s / 2)
+        assert 1 in inv.switches_up
+        app._expire_away(time.monotonic() + app.cfg.away_hold_s + 0.1)
+    assert 1 not in inv.switches_up and _UP[0] not in inv.links and not app._away
+    assert app.sync.dirty  # the next sync routes around it
+
+
+def test_a_request_for_a_switch_away_fails_at_once(app: SdnMpiApp) -> None:
+    """A switch kept in the topology but not connected cannot confirm: a request that
+    sends to it fails at once, naming it (it would wait out its timeout)."""
+    dp = _synced_with_leaf1(app)
+    app._state_change(dp.closed())
+    t0 = time.monotonic()
+    with app.lock:
+        ok = app._send_confirmed([Barrier(1)])
+    assert ok is False and app._lost_switches == {1}
+    assert time.monotonic() - t0 < 1.0
+
+
+def test_a_link_lost_well_after_its_switch_came_back_goes_at_once(app: SdnMpiApp) -> None:
+    dp = _synced_with_leaf1(app)
+    app._state_change(dp.closed())
+    again = FakeDatapath()
+    again.id = 1
+    app._state_change(again.up())
+    app._returned[1] -= app.cfg.away_hold_s + 1.0  # back for longer than the hold
+    app._link_delete(_link_event(*_UP))
+    assert _UP[0] not in app.planner.inventory.links

@@ -53,6 +53,14 @@ def run_command(
         "--hold",
         help="At start, wait at most this long for the model fabric to be discovered.",
     ),
+    away_hold_s: float = typer.Option(
+        3.0,
+        "--away-hold",
+        min=0.0,
+        help="A switch whose connection closes stays in the topology this long: one "
+        "back within it is resynced alone instead of the routes moving around it and "
+        "back (0: routed around at once).",
+    ),
     api_socket: Path | None = typer.Option(
         None,
         "--api-socket",
@@ -151,6 +159,7 @@ def run_command(
         stats_out,
         live_stats_interval_s=live_stats_interval_s,
         hold_s=hold_s,
+        away_hold_s=away_hold_s,
         api_socket=api_socket,
         job_store=store,
         restore=store.load() if store is not None else StoredState(),

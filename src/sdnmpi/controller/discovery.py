@@ -14,13 +14,16 @@ docs/controller-scale.md).
 
 :class:`Switches` takes the old connection out of the app's table before os-ken's
 handler sees the new one, and closes it on a thread of its own: the handler never
-waits on its own queue, and the new connection is taken as the switch's.  Importing
-this module makes it the provider of os-ken's topology events.
+waits on its own queue, and the new connection is taken as the switch's.  Its LLDP
+and link-timeout loops are started again when they raise (os-ken's native threads end
+silently on an exception: discovery stopped for good).  Importing this module makes it
+the provider of os-ken's topology events.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from os_ken.controller import ofp_event  # type: ignore[import-untyped]
@@ -53,3 +56,25 @@ class Switches(switches.Switches):  # type: ignore[misc]
                 del self.dps[dp.id]
                 hub.spawn(old.close)
         super().state_change_handler(ev)
+
+    def lldp_loop(self) -> None:
+        """os-ken's LLDP loop, started again if it raises (see :meth:`_supervised`)."""
+        self._supervised(super().lldp_loop, "LLDP")
+
+    def link_loop(self) -> None:
+        """os-ken's link-timeout loop, started again if it raises."""
+        self._supervised(super().link_loop, "link timeout")
+
+    def _supervised(self, loop: Callable[[], None], what: str) -> None:
+        """Run ``loop`` until the app stops, again after any exception, logged.  With
+        native threads os-ken's hub swallows a thread's exception silently
+        (``TaskExit`` is ``Exception``), and these loops read the port and link tables
+        while the event thread changes them: at fat_tree(16) the LLDP loop once ended
+        during the start-up burst and no link was ever discovered (0 of 2,048 after
+        600 s, its thread gone from the stack dump)."""
+        while self.is_active:
+            try:
+                loop()
+            except Exception:
+                log.exception("%s loop failed: started again", what)
+                hub.sleep(0.1)

@@ -62,6 +62,7 @@ from sdnmpi.controller.flows import (
     Message,
     PacketOut,
 )
+from sdnmpi.controller.inventory import PortRef
 from sdnmpi.controller.jobstore import JobStore, StoredState
 from sdnmpi.controller.metrics import ControllerMetrics, Snapshot
 from sdnmpi.controller.ofcodec import (
@@ -129,6 +130,12 @@ class AppSettings:
     #: A switch with a barrier unanswered this long has its rules read again (and
     #: brought to the plan by difference): nothing else would notice what it lost.
     recheck_s: float = 30.0
+    #: A switch whose connection closes stays in the topology this long (and its
+    #: links): one that is back within it is resynced alone, instead of the default
+    #: routes moving around it and back (0: routed around at once).  Its links are
+    #: then checked: one LLDP has not found again within ``away_verify_s`` is removed.
+    away_hold_s: float = 3.0
+    away_verify_s: float = 60.0
     #: Where accepted jobs are written (``--state-file``), and the jobs read from it
     #: at start-up, restored before the first sync.
     job_store: JobStore | None = None
@@ -205,6 +212,14 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._lost_switches: set[int] = set()  # of the last _send_confirmed
         #: The last sync's barriers not answered yet, when it started, its flow-mods.
         self._sync_wait: tuple[set[tuple[int, int]], float, int, int] | None = None
+        #: Switches gone but still in the topology (since when), the link deletions
+        #: held back meanwhile, and the links of switches back that LLDP must find
+        #: again (by when): see ``AppSettings.away_hold_s``.
+        self._away: dict[int, float] = {}
+        self._held_links: dict[int, set[tuple[PortRef, PortRef]]] = {}
+        self._verify: dict[int, tuple[float, set[tuple[PortRef, PortRef]]]] = {}
+        self._returned: dict[int, float] = {}  # when a switch came back within its hold
+        self._dropped: set[int] = set()  # switches the last send had no connection for
         self._sent_s = 0.0  # how long the last confirmed send took to hand over
         self.sync = SyncPolicy(self.cfg.quiet_s, self.cfg.hold_s, time.monotonic())
         #: The API's requests and the state they change (job routes, tagged jobs,
@@ -228,7 +243,13 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             return
         if ev.state == MAIN_DISPATCHER:
             log.info("switch %#x connected", dpid)
-            self.sync.switch_connected(time.monotonic(), first=not self.datapaths)
+            now = time.monotonic()
+            if self._away.pop(dpid, None) is not None:
+                held = self._held_links.pop(dpid, set())
+                self._verify[dpid] = (now + self.cfg.away_verify_s, held)
+                self._returned[dpid] = now
+                log.info("switch %#x back within its hold: resynced alone", dpid)
+            self.sync.switch_connected(now, first=not self.datapaths)
             conns = self._conns.setdefault(dpid, [])
             if dp not in conns:
                 conns.append(dp)
@@ -256,15 +277,41 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             self._request_flows(live[-1])
             return
         self._conns.pop(dpid, None)
-        log.info("switch %#x disconnected", dpid)
         del self.datapaths[dpid]
         self._flow_stats.pop(dpid, None)
         self._group_stats.pop(dpid, None)
         self._rule_reports.pop(dpid, None)
         self._group_reports.pop(dpid, None)
         self.stats.forget_switch(dpid)
+        self._verify.pop(dpid, None)
+        self._returned.pop(dpid, None)
+        if self.sync.synced_once and self.cfg.away_hold_s > 0:
+            log.info("switch %#x disconnected: kept in the topology for %.1f s",
+                     dpid, self.cfg.away_hold_s)  # fmt: skip
+            self._away[dpid] = time.monotonic()
+            return
+        log.info("switch %#x disconnected", dpid)
         self.planner.switch_down(dpid, sync=False)
         self.sync.touch(time.monotonic())
+
+    def _expire_away(self, now: float) -> None:
+        """Switches not back within their hold are routed around (their held-back link
+        deletions applied); links of switches back that LLDP did not find again by
+        their deadline are removed."""
+        for dpid in [d for d, t in self._away.items() if now - t >= self.cfg.away_hold_s]:
+            del self._away[dpid]
+            log.info("switch %#x not back in %.1f s: routed around", dpid, self.cfg.away_hold_s)
+            self.planner.switch_down(dpid, sync=False)
+            for src, dst in self._held_links.pop(dpid, set()):
+                self.planner.link_down(src, dst, sync=False)
+            self.sync.touch(now)
+        for dpid in [d for d, (t, _) in self._verify.items() if now >= t]:
+            _, missing = self._verify.pop(dpid)
+            self._returned.pop(dpid, None)
+            for src, dst in sorted(missing):
+                log.info("link %#x:%d -> %#x:%d not found again: down", *src, *dst)
+                self.planner.link_down(src, dst, sync=False)
+                self.sync.touch(now)
 
     def _lose_barriers(self, dpid: int) -> None:
         """The used connection of switch ``dpid`` closed: its barriers will never be
@@ -386,14 +433,37 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
     def _link_add(self, ev: Any) -> None:
         src, dst = ev.link.src, ev.link.dst
         log.info("link %#x:%d -> %#x:%d up", src.dpid, src.port_no, dst.dpid, dst.port_no)
-        self.planner.link_up((src.dpid, src.port_no), (dst.dpid, dst.port_no), sync=False)
+        link = ((src.dpid, src.port_no), (dst.dpid, dst.port_no))
+        for dpid in (src.dpid, dst.dpid):
+            self._held_links.get(dpid, set()).discard(link)
+            if dpid in self._verify:
+                self._verify[dpid][1].discard(link)
+        self.planner.link_up(*link, sync=False)
         self.sync.touch(time.monotonic())
 
     @_on(topo_event.EventLinkDelete)
     def _link_delete(self, ev: Any) -> None:
         src, dst = ev.link.src, ev.link.dst
+        link = ((src.dpid, src.port_no), (dst.dpid, dst.port_no))
+        away = [d for d in (src.dpid, dst.dpid) if d in self._away]
+        if away:  # a switch gone within its hold: decided when the hold ends
+            self._held_links.setdefault(away[0], set()).add(link)
+            log.debug("link %#x:%d -> %#x:%d down, held back", *link[0], *link[1])
+            return
+        # os-ken's LLDP app reports a switch's links gone from its own queue: after the
+        # switch is back in ours, sometimes.  Such a link is checked like the held ones.
+        now = time.monotonic()
+        back = [
+            d
+            for d in (src.dpid, dst.dpid)
+            if d in self._verify and now - self._returned.get(d, now) < self.cfg.away_hold_s
+        ]
+        if back:
+            self._verify[back[0]][1].add(link)
+            log.debug("link %#x:%d -> %#x:%d down, to be found again", *link[0], *link[1])
+            return
         log.info("link %#x:%d -> %#x:%d down", src.dpid, src.port_no, dst.dpid, dst.port_no)
-        self.planner.link_down((src.dpid, src.port_no), (dst.dpid, dst.port_no), sync=False)
+        self.planner.link_down(*link, sync=False)
         self.sync.touch(time.monotonic())
 
     # -- packets --------------------------------------------------------------------------
@@ -436,6 +506,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 if now - checked >= 1.0:
                     checked = now
                     self._recheck_unconfirmed(now)
+                if self._away or self._verify:
+                    self._expire_away(now)
                 self._maybe_sync(now)
 
     def _recheck_unconfirmed(self, now: float) -> None:
@@ -574,6 +646,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         out: list[bytes] = []
         out_dp: Any = None
         counts: dict[int, list[int]] = {}  # dpid -> [flow-mods, group-mods] sent
+        dropped: dict[int, int] = {}  # dpid -> messages with no connection to go to
         for msg in messages:
             dp = self.datapaths.get(msg.dpid)
             if out and (dp is not out_dp or len(out) >= SEND_CHUNK):
@@ -581,7 +654,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
                 out = []
             out_dp = dp
             if dp is None:
-                log.warning("switch %#x not connected: dropped %s", msg.dpid, type(msg).__name__)
+                dropped[msg.dpid] = dropped.get(msg.dpid, 0) + 1
                 continue
             if isinstance(msg, FlowRule | GroupMod):
                 counts.setdefault(msg.dpid, [0, 0])[isinstance(msg, GroupMod)] += 1
@@ -613,6 +686,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             self._outbox(out_dp).put(b"".join(out))
         for dpid, (flow_mods, group_mods) in counts.items():
             self.metrics.sent(dpid, flow_mods, group_mods)
+        for dpid, n in sorted(dropped.items()):
+            log.warning("switch %#x not connected: %d message(s) dropped", dpid, n)
+        self._dropped = set(dropped)
         return barriers
 
     def _outbox(self, dp: Any) -> Outbox:
@@ -787,6 +863,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         t0 = time.monotonic()
         keys = self.send(msgs, watch)
         self._sent_s = time.monotonic() - t0
+        dropped = self._dropped
         if watch is not None:
             self._watched |= watch
         deadline = time.monotonic() + self.cfg.api_timeout_s
@@ -794,7 +871,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._lost_switches = set()
         try:
             while True:
-                lost = {k[0] for k in keys if k in self._lost}
+                lost = {k[0] for k in keys if k in self._lost} | dropped
                 if lost:
                     self._lost_switches = lost
                     return False
