@@ -343,6 +343,7 @@ def test_a_link_lost_well_after_its_switch_came_back_goes_at_once(app: SdnMpiApp
     again = FakeDatapath()
     again.id = 1
     app._state_change(again.up())
-    app._returned[1] -= app.cfg.away_hold_s + 1.0  # back for longer than the hold
+    back, links = app._verify[1]
+    app._verify[1] = (back - app.cfg.away_hold_s - 1.0, links)  # back for longer than the hold
     app._link_delete(_link_event(*_UP))
     assert _UP[0] not in app.planner.inventory.links

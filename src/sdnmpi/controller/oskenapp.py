@@ -50,7 +50,10 @@ from os_ken.lib import hub  # type: ignore[import-untyped]
 from os_ken.ofproto import ofproto_v1_3  # type: ignore[import-untyped]
 from os_ken.topology import event as topo_event  # type: ignore[import-untyped]
 
-from sdnmpi.controller import discovery, layout
+from sdnmpi.controller import (
+    discovery,  # noqa: F401  (imported for its effect: our LLDP app provides link events)
+    layout,
+)
 from sdnmpi.controller.api import Answer, ApiHandler, CounterRead
 from sdnmpi.controller.flows import (
     ETH_TYPE_LLDP,
@@ -89,8 +92,6 @@ from sdnmpi.controller.syncpolicy import SyncPolicy, discovery_complete
 from sdnmpi.errors import ConfigError, SdnMpiError
 
 log = logging.getLogger(__name__)
-#: Link events come from our LLDP app (:mod:`sdnmpi.controller.discovery`), not os-ken's.
-TOPOLOGY_EVENTS_FROM = discovery.__name__
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 LLDP_ETHERTYPE = ETH_TYPE_LLDP.to_bytes(2, "big")
@@ -214,11 +215,10 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._sync_wait: tuple[set[tuple[int, int]], float, int, int] | None = None
         #: Switches gone but still in the topology (since when), the link deletions
         #: held back meanwhile, and the links of switches back that LLDP must find
-        #: again (by when): see ``AppSettings.away_hold_s``.
+        #: again (since when they are back): see ``AppSettings.away_hold_s``.
         self._away: dict[int, float] = {}
         self._held_links: dict[int, set[tuple[PortRef, PortRef]]] = {}
         self._verify: dict[int, tuple[float, set[tuple[PortRef, PortRef]]]] = {}
-        self._returned: dict[int, float] = {}  # when a switch came back within its hold
         self._dropped: set[int] = set()  # switches the last send had no connection for
         self._sent_s = 0.0  # how long the last confirmed send took to hand over
         self.sync = SyncPolicy(self.cfg.quiet_s, self.cfg.hold_s, time.monotonic())
@@ -246,8 +246,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             now = time.monotonic()
             if self._away.pop(dpid, None) is not None:
                 held = self._held_links.pop(dpid, set())
-                self._verify[dpid] = (now + self.cfg.away_verify_s, held)
-                self._returned[dpid] = now
+                self._verify[dpid] = (now, held)
                 log.info("switch %#x back within its hold: resynced alone", dpid)
             self.sync.switch_connected(now, first=not self.datapaths)
             conns = self._conns.setdefault(dpid, [])
@@ -284,7 +283,6 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._group_reports.pop(dpid, None)
         self.stats.forget_switch(dpid)
         self._verify.pop(dpid, None)
-        self._returned.pop(dpid, None)
         if self.sync.synced_once and self.cfg.away_hold_s > 0:
             log.info("switch %#x disconnected: kept in the topology for %.1f s",
                      dpid, self.cfg.away_hold_s)  # fmt: skip
@@ -305,9 +303,9 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             for src, dst in self._held_links.pop(dpid, set()):
                 self.planner.link_down(src, dst, sync=False)
             self.sync.touch(now)
-        for dpid in [d for d, (t, _) in self._verify.items() if now >= t]:
+        verified = [d for d, (t, _) in self._verify.items() if now - t >= self.cfg.away_verify_s]
+        for dpid in verified:
             _, missing = self._verify.pop(dpid)
-            self._returned.pop(dpid, None)
             for src, dst in sorted(missing):
                 log.info("link %#x:%d -> %#x:%d not found again: down", *src, *dst)
                 self.planner.link_down(src, dst, sync=False)
@@ -456,7 +454,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         back = [
             d
             for d in (src.dpid, dst.dpid)
-            if d in self._verify and now - self._returned.get(d, now) < self.cfg.away_hold_s
+            if d in self._verify and now - self._verify[d][0] < self.cfg.away_hold_s
         ]
         if back:
             self._verify[back[0]][1].add(link)
