@@ -201,11 +201,115 @@ def test_runs_become_phases_and_too_many_runs_aggregate(tmp_path):
     assert runs.meta["grouping"] == "runs"
     agg = load_sdnmpi_trace(tmp_path, max_phases=4)
     assert [ph.label for ph in agg.phases] == [
-        "point-to-point (5 messages)",
+        "point-to-point (5 messages in 5 steps)",
         "MPI_Barrier (5 calls)",
     ]
-    assert agg.meta["grouping"] == "by_call"
+    assert [ph.repeat for ph in agg.phases] == [5, 5]
+    assert agg.meta["grouping"] == "by_pairs"
     assert agg.total_bytes == runs.total_bytes == 50
+
+
+def ring_benchmark(tmp_path: Path, n: int, rings: list[list[int]], reps: int) -> None:
+    """Each rank sends to its successor on one ring after another, a barrier between
+    (as b_eff times its rings)."""
+    events: list[list[dict]] = [[] for _ in range(n)]
+    t = 0.0
+    for _ in range(reps):
+        for ring in rings:
+            for i, r in enumerate(ring):
+                events[r].append(send(t + 0.01 * i, ring[(i + 1) % len(ring)], 100))
+            for r in range(n):
+                events[r].append(coll("MPI_Barrier", "barrier", t + 0.5, 0, 0))
+            t += 1.0
+    for r in range(n):
+        write(tmp_path, r, header(r, n, world(n, r)), events[r])
+
+
+def test_too_many_runs_keep_one_phase_per_ring(tmp_path):
+    ring_benchmark(tmp_path, 4, [[0, 1, 2, 3], [0, 2, 1, 3]], reps=3)
+    assert load_sdnmpi_trace(tmp_path).meta["grouping"] == "runs"  # 12 runs
+    p = load_sdnmpi_trace(tmp_path, max_phases=8)
+    assert p.meta["grouping"] == "by_pairs"
+    assert [ph.label for ph in p.phases] == [
+        "point-to-point (12 messages in 3 steps)",
+        "MPI_Barrier (6 calls)",
+        "point-to-point (12 messages in 3 steps)",
+    ]
+    first, _, second = p.phases
+    assert set(zip(first.src.tolist(), first.dst.tolist(), strict=True)) == {
+        (0, 1),
+        (1, 2),
+        (2, 3),
+        (3, 0),
+    }
+    assert set(zip(second.src.tolist(), second.dst.tolist(), strict=True)) == {
+        (0, 2),
+        (2, 1),
+        (1, 3),
+        (3, 0),
+    }
+    assert (first.repeat, first.total_bytes) == (second.repeat, second.total_bytes) == (3, 400)
+    assert p.total_bytes == 2 * 3 * 4 * 100
+    one = load_sdnmpi_trace(tmp_path, max_phases=2)
+    assert one.meta["grouping"] == "by_call"
+    assert [ph.label for ph in one.phases] == [
+        "point-to-point (24 messages)",
+        "MPI_Barrier (6 calls)",
+    ]
+
+
+def test_a_ping_pong_is_two_steps_an_exchange_one(tmp_path):
+    """Messages back along a pair start a new step unless the two calls overlap."""
+
+    def msg(t: float, peer: int, nbytes: int, end: float, call: str = "MPI_Send") -> dict:
+        return {**send(t, peer, nbytes), "call": call, "t_end": end}
+
+    def waitall(t: float, end: float) -> dict:
+        return {**ev("MPI_Waitall", "completion", t), "t_end": end}
+
+    events: list[list[dict]] = [[], []]
+    for i in range(4):  # ping-pong: rank 1 answers once it has rank 0's message
+        events[0].append(msg(2 * i, 1, 1000, 2 * i + 0.9))
+        events[1].append(msg(2 * i + 1, 0, 1000, 2 * i + 1.9))
+    for r in (0, 1):
+        events[r].append(coll("MPI_Barrier", "barrier", 9.5, 0, 0))
+    for i in range(4):  # exchange: both Isend at once; their Waitall returns at t + 0.9
+        t = 10.0 + i
+        for r in (0, 1):
+            start = t + 0.05 * r
+            events[r] += [msg(start, 1 - r, 500, start, "MPI_Isend"), waitall(start, t + 0.9)]
+    for r in (0, 1):
+        write(tmp_path, r, header(r, 2, world(2, r)), events[r])
+    p = load_sdnmpi_trace(tmp_path, max_phases=4)
+    assert p.meta["grouping"] == "by_pairs"
+    assert [(ph.label, ph.repeat, ph.total_bytes, len(ph)) for ph in p.phases] == [
+        ("point-to-point (4 messages in 4 steps)", 4, 1000, 1),
+        ("point-to-point (4 messages in 4 steps)", 4, 1000, 1),
+        ("MPI_Barrier (1 call)", 1, 0, 2),
+        ("point-to-point (8 messages in 4 steps)", 4, 1000, 2),
+    ]
+    assert p.total_bytes == 3 * 4000
+
+
+def test_beyond_max_phases_the_smallest_groups_are_summed(tmp_path):
+    """Three rings by decreasing bytes and a barrier, two phases allowed: the largest
+    ring keeps its phase, the other two are summed into one."""
+    events: list[list[dict]] = [[] for _ in range(4)]
+    rings = [([0, 1, 2, 3], 300), ([0, 2, 1, 3], 200), ([0, 3, 1, 2], 100)]
+    for k, (ring, nbytes) in enumerate(rings):
+        for i, r in enumerate(ring):
+            events[r].append(send(k + 0.01 * i, ring[(i + 1) % 4], nbytes))
+        for r in range(4):
+            events[r].append(coll("MPI_Barrier", "barrier", k + 0.5, 0, 0))
+    for r in range(4):
+        write(tmp_path, r, header(r, 4, world(4, r)), events[r])
+    p = load_sdnmpi_trace(tmp_path, max_phases=3)
+    assert p.meta["grouping"] == "by_pairs"
+    assert [(ph.label, ph.total_bytes) for ph in p.phases] == [
+        ("point-to-point (4 messages)", 1200),
+        ("MPI_Barrier (3 calls)", 0),
+        ("point-to-point (other pairs, 8 messages)", 1200),
+    ]
 
 
 def test_detection_library_and_catalog(tmp_path):

@@ -27,8 +27,12 @@ Phases: the calls of all ranks are ordered by wall-clock start time (``t0_wall``
 + ``t_start``) and each maximal run of consecutive calls of the same kind (the
 same collective call name, or point-to-point) becomes one phase whose matrix is
 the sum of the run's messages.  If that gives more than ``max_phases`` phases,
-the trace is aggregated to one phase per kind instead, in order of first use
-(``meta["grouping"]`` says which).
+runs of the same kind that join the same set of rank pairs are summed into one
+phase (``"by_pairs"``: a benchmark that measures one ring or one pair after
+another, timed by collectives in between, keeps one phase per ring or pair, so
+each is simulated with its own collisions and not as one concurrent matrix); if
+that is still too many, one phase per kind (``"by_call"``).  Phases are in order
+of first use and ``meta["grouping"]`` says which rule applied.
 """
 
 from __future__ import annotations
@@ -81,11 +85,15 @@ class RankTrace:
 
 @dataclass(frozen=True)
 class _Item:
-    """Messages of one recorded call, placed on the common timeline."""
+    """Messages of one recorded call, placed on the common timeline.  ``end`` is when
+    the call's transfer was last known to be under way: the call's return for a
+    blocking send, the return of the rank's next completion call (``MPI_Wait*``,
+    ``MPI_Test*``) for a nonblocking one."""
 
     time: float
     key: str
     messages: tuple[Message, ...]
+    end: float = 0.0
 
 
 def is_sdnmpi_trace(path: Path) -> bool:
@@ -341,11 +349,16 @@ class _Expander:
         self._cache: dict[tuple[Any, ...], tuple[Message, ...]] = {}
 
     def items(self, trace: RankTrace) -> Iterator[_Item]:
-        for e in trace.events:
+        completed = _completions(trace.events)
+        for i, e in enumerate(trace.events):
             time = trace.t0_wall + float(e["t_start"])
             if e["kind"] in ("send", "sendrecv") and e.get("peer") is not None:
                 self.p2p_bytes += int(e["bytes"])
-                yield _Item(time, _P2P, ((trace.rank, int(e["peer"]), int(e["bytes"])),))
+                end = float(e["t_end"])
+                if str(e["call"]).startswith("MPI_I"):
+                    end = max(end, completed[i])
+                msg = ((trace.rank, int(e["peer"]), int(e["bytes"])),)
+                yield _Item(time, _P2P, msg, trace.t0_wall + end)
             elif e["kind"] in ("coll", "collv"):
                 msgs = self._collective(trace, e)
                 if msgs is not None:
@@ -444,6 +457,23 @@ class _Expander:
         return tuple(out)
 
 
+def _completions(events: tuple[dict[str, Any], ...]) -> list[float]:
+    """Per event, the ``t_end`` of the first completion call at or after it (``-inf``
+    if none follows).
+
+    >>> ev = [{"kind": "send", "t_end": 1.0}, {"kind": "completion", "t_end": 3.0}]
+    >>> _completions(ev)
+    [3.0, 3.0]
+    """
+    out = [-math.inf] * len(events)
+    nxt = -math.inf
+    for i in range(len(events) - 1, -1, -1):
+        if events[i]["kind"] == "completion":
+            nxt = float(events[i]["t_end"])
+        out[i] = nxt
+    return out
+
+
 def _recursive_doubling(members: tuple[int, ...], size_bytes: int) -> tuple[Message, ...]:
     """MPICH's scan: in round k rank r exchanges its partial result with r XOR 2^k.
 
@@ -467,18 +497,112 @@ def _phases(items: list[_Item], max_phases: int) -> tuple[list[Phase], str]:
             runs[-1][1].append(it)
         else:
             runs.append((it.key, [it]))
+    runs = [(key, wave) for key, run in runs for wave in _waves(key, run)]
     if len(runs) <= max_phases:
         return [_phase(key, group) for key, group in runs], "runs"
+    by_pairs: dict[tuple[str, frozenset[tuple[int, int]]], list[list[_Item]]] = {}
+    for key, group in runs:
+        pairs = frozenset((m[0], m[1]) for it in group for m in it.messages)
+        by_pairs.setdefault((key, pairs), []).append(group)
+    keys = list(dict.fromkeys(key for key, _ in runs))
+    if len(keys) < max_phases:
+        return _largest(by_pairs, max_phases, len(keys)), "by_pairs"
     by_key: dict[str, list[_Item]] = {}
     for it in items:
         by_key.setdefault(it.key, []).append(it)
     return [_phase(key, group) for key, group in by_key.items()], "by_call"
 
 
-def _phase(key: str, group: Iterable[_Item]) -> Phase:
+def _largest(
+    groups: dict[tuple[str, frozenset[tuple[int, int]]], list[list[_Item]]],
+    max_phases: int,
+    nkeys: int,
+) -> list[Phase]:
+    """One phase per group of runs, in order of first use, repeated once per run
+    (point-to-point) or per call (a collective), each occurrence the group's mean;
+    beyond ``max_phases`` the groups that move the fewest bytes are summed into one
+    last phase per kind."""
+    keep = set(groups)
+    if len(groups) > max_phases:
+        weight = {
+            g: sum(m[2] for r in runs for it in r for m in it.messages)
+            for g, runs in groups.items()
+        }
+        keep = set(sorted(groups, key=lambda g: -weight[g])[: max_phases - nkeys])
+    rest: dict[str, list[tuple[str, frozenset[tuple[int, int]]]]] = {}
+    for g in groups:
+        if g not in keep:
+            rest.setdefault(g[0], []).append(g)
+    keep |= {gs[0] for gs in rest.values() if len(gs) == 1}
+    out = []
+    for g, runs in groups.items():
+        items = [it for r in runs for it in r]
+        if g in keep:
+            out.append(_phase(g[0], items, repeat=len(runs) if g[0] == _P2P else len(items)))
+    for key, gs in rest.items():
+        if len(gs) > 1:
+            merged = [it for g in gs for r in groups[g] for it in r]
+            out.append(_phase(key, merged, "other pairs, "))
+    return out
+
+
+def _waves(key: str, run: list[_Item]) -> list[list[_Item]]:
+    """A run of point-to-point calls cut where a message goes back along a rank pair
+    whose other direction it did not overlap in time: a ping-pong's ping and pong,
+    or a ring's two directions timed one after the other, are not an exchange and
+    never share a phase (a phase's flows run at once, so a pair in both directions of
+    one phase is simulated as a full-duplex exchange).  Two calls overlap when they
+    share at least half of the shorter one's time (``_Item.end``).
+
+    >>> m = lambda a, b, t0, t1: _Item(t0, _P2P, ((a, b, 1),), t1)
+    >>> ping_pong = [m(0, 1, 0, 1), m(1, 0, 1, 2), m(0, 1, 2, 3)]
+    >>> [len(w) for w in _waves(_P2P, ping_pong)]
+    [1, 1, 1]
+    >>> exchange = [m(0, 1, 0, 1), m(1, 0, 0.1, 1), m(0, 1, 2, 3), m(1, 0, 2, 3)]
+    >>> [len(w) for w in _waves(_P2P, exchange)]
+    [2, 2]
+    """
+    if key != _P2P:
+        return [run]
+    waves: list[list[_Item]] = [[]]
+    last: dict[tuple[int, int], _Item] = {}
+    for it in run:
+        src, dst, _ = it.messages[0]
+        back = last.get((dst, src))
+        if back is not None and not _overlap(back, it):
+            waves.append([])
+            last = {}
+        waves[-1].append(it)
+        last[(src, dst)] = it
+    return waves
+
+
+def _overlap(a: _Item, b: _Item) -> bool:
+    shared = min(a.end, b.end) - max(a.time, b.time)
+    return shared > 0 and shared >= 0.5 * min(a.end - a.time, b.end - b.time)
+
+
+def _phase(key: str, group: Iterable[_Item], note: str = "", repeat: int = 1) -> Phase:
+    """The group's messages summed per rank pair; with ``repeat`` > 1, one occurrence
+    of ``repeat`` holds each pair's mean (bytes rounded, at least 1 of a pair that sent
+    any), so a step's latency is paid once per step."""
     items = list(group)
     msgs = [m for it in items for m in it.messages]
     arr = np.array(msgs, dtype=np.int64).reshape(-1, 3)
     n, unit = (len(msgs), "message") if key == _P2P else (len(items), "call")
     what = f"{n} {unit}{'' if n == 1 else 's'}"
-    return Phase.from_arrays(f"{key} ({what})", arr[:, 0], arr[:, 1], arr[:, 2])
+    if key == _P2P and repeat > 1:
+        what += f" in {repeat} steps"
+    total = Phase.from_arrays(f"{key} ({note}{what})", arr[:, 0], arr[:, 1], arr[:, 2])
+    if repeat == 1:
+        return total
+    size = np.where(total.size_bytes > 0, np.maximum(1, np.rint(total.size_bytes / repeat)), 0)
+    count = np.maximum(1, np.rint(total.messages / repeat))
+    return Phase.from_arrays(
+        total.label,
+        total.src,
+        total.dst,
+        size.astype(np.int64),
+        count.astype(np.int64),
+        repeat=repeat,
+    )
