@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from types import SimpleNamespace
 
 from os_ken.controller.handler import (  # type: ignore[import-untyped]
@@ -93,3 +94,60 @@ def test_a_loop_that_raises_is_started_again(monkeypatch, caplog):
     app.lldp_loop()
     assert len(runs) == 2
     assert "LLDP loop failed: started again" in caplog.text
+
+
+def _discovering(monkeypatch) -> Switches:
+    """The app with the state its link-timeout loop reads, timeouts shortened."""
+    from os_ken.lib import hub  # type: ignore[import-untyped]
+    from os_ken.topology import switches  # type: ignore[import-untyped]
+
+    app = _app()
+    app.is_active, app.link_discovery = True, True
+    app.lldp_event, app.link_event = hub.Event(), hub.Event()
+    app.links, app.ports = switches.LinkState(), switches.PortDataState()
+    monkeypatch.setattr(app, "TIMEOUT_CHECK_PERIOD", 0.2, raising=False)
+    monkeypatch.setattr(app, "LINK_TIMEOUT", 0.4, raising=False)
+    return app
+
+
+def _link(app: Switches) -> object:
+    from os_ken.topology import switches  # type: ignore[import-untyped]
+
+    src = switches.Port(1, 4, SimpleNamespace(port_no=1, hw_addr="00:00:00:00:00:01",
+                                              name=b"s1-eth1", config=0, state=0))  # fmt: skip
+    dst = switches.Port(2, 4, SimpleNamespace(port_no=1, hw_addr="00:00:00:00:00:02",
+                                              name=b"s2-eth1", config=0, state=0))  # fmt: skip
+    link = switches.Link(src, dst)
+    app.links[link] = time.time()
+    return link
+
+
+def _run_link_loop(app: Switches, seconds: float, tick: bool) -> None:
+    loops = [threading.Thread(target=app.link_loop, daemon=True)]
+    if tick:
+        loops.append(threading.Thread(target=app._tick, daemon=True))
+    for t in loops:
+        t.start()
+    time.sleep(seconds)
+    app.is_active = False
+    app.link_event.set()
+    for t in loops:
+        t.join(5)
+
+
+def test_a_silent_link_times_out(monkeypatch):
+    """A link that stops carrying LLDP (no port change) is removed after LINK_TIMEOUT:
+    the ticker wakes the link-timeout loop, whose own timed wait never times out."""
+    monkeypatch.setattr("sdnmpi.controller.discovery.TICK_S", 0.05)
+    app = _discovering(monkeypatch)
+    link = _link(app)
+    _run_link_loop(app, 1.5, tick=True)
+    assert link not in app.links
+
+
+def test_without_the_ticker_os_ken_never_times_a_link_out(monkeypatch):
+    """What the ticker is for: os-ken's loop alone waits for an event nobody sets."""
+    app = _discovering(monkeypatch)
+    link = _link(app)
+    _run_link_loop(app, 1.5, tick=False)
+    assert link in app.links

@@ -18,11 +18,19 @@ waits on its own queue, and the new connection is taken as the switch's.  Its LL
 and link-timeout loops are started again when they raise (os-ken's native threads end
 silently on an exception: discovery stopped for good).  Importing this module makes it
 the provider of os-ken's topology events.
+
+With native threads os-ken's ``hub.Event.wait(timeout)`` ignores its timeout (its
+``Timeout`` cannot interrupt a thread's wait), so the two loops woke only when an event
+was set: the LLDP loop by LLDP packet-ins and port changes, the link-timeout loop never
+(only ``close`` sets its event), so a link that stopped carrying LLDP without a port
+change was never removed.  :class:`Switches` runs a ticker that sets both events on
+time (:data:`TICK_S`, and every ``TIMEOUT_CHECK_PERIOD`` for the link check).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -41,10 +49,30 @@ log = logging.getLogger(__name__)
 # link events): this module's, in place of os-ken's (two apps of one name fail to load).
 event._SERVICE_NAME = __name__
 
+#: How often the ticker wakes os-ken's LLDP loop (it sends only the ports whose
+#: period is up, so an early wake-up costs a scan of the head of its port list).
+TICK_S = 0.25
+
 
 class Switches(switches.Switches):  # type: ignore[misc]
     """os-ken's ``Switches`` (same name: other apps find it by it), whose handler
     never closes a connection on its own event thread (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.link_discovery:
+            self.threads.append(hub.spawn(self._tick))
+
+    def _tick(self) -> None:
+        """Wake the LLDP loop every :data:`TICK_S` and the link-timeout loop every
+        ``TIMEOUT_CHECK_PERIOD``, the waits os-ken's native hub never times out."""
+        checked = time.monotonic()
+        while self.is_active:
+            time.sleep(TICK_S)
+            self.lldp_event.set()
+            if time.monotonic() - checked >= self.TIMEOUT_CHECK_PERIOD:
+                checked = time.monotonic()
+                self.link_event.set()
 
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])  # type: ignore[untyped-decorator]
     def state_change_handler(self, ev: Any) -> None:
