@@ -417,9 +417,13 @@ def with_routes(run: apps_report.Run, st: Stack, pattern: str | None) -> apps_re
 
 
 def keep_logs(work: Path, out: Path) -> None:
-    """Each job's LAMMPS log, HPCC output and section times, into the experiment's dir."""
+    """Each job's LAMMPS log, HPCC output and section times, and the profile run's
+    trace (``<app>-trace/``, so predictions can be derived again), into the
+    experiment's dir."""
     for f in (*work.glob("*/log.lammps"), *work.glob("*/hpccoutf.txt"), *work.glob("*/times.json")):
         shutil.copy(f, out / f"{f.parent.name}-{f.name}")
+    for trace in work.glob("*-trace"):
+        shutil.copytree(trace, out / trace.name, dirs_exist_ok=True)
 
 
 def summarize(

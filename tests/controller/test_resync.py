@@ -110,6 +110,25 @@ def test_events_that_change_nothing_send_nothing():
     assert setup.planner.link_up(src, dst) == []
 
 
+def test_a_known_link_seen_again_changes_no_version():
+    """LLDP re-reports a link os-ken timed out and found again: nothing routing depends
+    on changed, so no diff of the whole plan is due (about 1 s at fat_tree(16))."""
+    topo = leaf_spine(2, 2, 2)
+    inv = steady(topo).planner.inventory
+    arc = next(a for a in topo.out_arcs["leaf1"] if not topo.is_host(a.dst))
+    src, dst = (1, arc.src_port), (topo.switch(arc.dst).dpid, arc.dst_port)
+    before = inv.version
+    inv.link_up(src, dst)
+    assert inv.version == before
+    inv.link_up(src, dst, 5e9)  # a new capacity is a change
+    assert inv.version == before + 1
+    inv.link_up(src, dst, 5e9)
+    assert inv.version == before + 1
+    inv.link_down(src, dst)
+    inv.link_up(src, dst)
+    assert inv.version == before + 3
+
+
 def test_host_move_updates_delivery_and_routes():
     topo = leaf_spine(2, 2, 2)
     setup = steady(topo)

@@ -259,33 +259,54 @@ def test_too_many_runs_keep_one_phase_per_ring(tmp_path):
 
 
 def test_a_ping_pong_is_two_steps_an_exchange_one(tmp_path):
-    """Messages back along a pair start a new step unless the two calls overlap."""
+    """With more runs than phases allowed, a message back along a pair starts a new
+    step when its sender had received the message it answers (a ping-pong), not when
+    both sides sent first (an exchange)."""
 
-    def msg(t: float, peer: int, nbytes: int, end: float, call: str = "MPI_Send") -> dict:
-        return {**send(t, peer, nbytes), "call": call, "t_end": end}
+    def call(name: str, kind: str, t: float, end: float, **kw: Any) -> dict:
+        return {**ev(name, kind, t, **kw), "t_end": end}
 
-    def waitall(t: float, end: float) -> dict:
-        return {**ev("MPI_Waitall", "completion", t), "t_end": end}
+    def msg(name: str, kind: str, t: float, end: float, peer: int, nbytes: int) -> dict:
+        fields = {"comm": 0, "peer": peer, "tag": 0, "count": nbytes, "type_bytes": 1}
+        return call(name, kind, t, end, **fields, bytes=nbytes)
 
     events: list[list[dict]] = [[], []]
-    for i in range(4):  # ping-pong: rank 1 answers once it has rank 0's message
-        events[0].append(msg(2 * i, 1, 1000, 2 * i + 0.9))
-        events[1].append(msg(2 * i + 1, 0, 1000, 2 * i + 1.9))
-    for r in (0, 1):
-        events[r].append(coll("MPI_Barrier", "barrier", 9.5, 0, 0))
-    for i in range(4):  # exchange: both Isend at once; their Waitall returns at t + 0.9
-        t = 10.0 + i
+
+    def ping_pong(t0: float) -> None:  # rank 1 answers once its MPI_Recv returned
+        for t in (t0, t0 + 2):
+            events[0] += [msg("MPI_Send", "send", t, t + 0.001, 1, 1000)]
+            events[1] += [msg("MPI_Recv", "recv", t, t + 0.95, 0, 1000)]
+            events[1] += [msg("MPI_Send", "send", t + 1, t + 1.001, 0, 1000)]
+            events[0] += [msg("MPI_Recv", "recv", t + 0.001, t + 1.95, 1, 1000)]
+
+    def barrier(t: float) -> None:
         for r in (0, 1):
-            start = t + 0.05 * r
-            events[r] += [msg(start, 1 - r, 500, start, "MPI_Isend"), waitall(start, t + 0.9)]
+            events[r].append(coll("MPI_Barrier", "barrier", t, 0, 0))
+
+    def exchange(t0: float) -> None:  # Irecv, an eager Send (returns at once), Wait
+        for t in (t0, t0 + 1, t0 + 2, t0 + 3):
+            for r in (0, 1):
+                start = t + 0.05 * r
+                events[r] += [
+                    msg("MPI_Irecv", "recv", start, start, 1 - r, 500),
+                    msg("MPI_Send", "send", start, start + 0.001, 1 - r, 500),
+                    call("MPI_Wait", "completion", start, t + 0.9),
+                ]
+
+    ping_pong(0)
+    barrier(5)
+    exchange(10)
+    barrier(15)
+    ping_pong(20)
     for r in (0, 1):
         write(tmp_path, r, header(r, 2, world(2, r)), events[r])
+    assert load_sdnmpi_trace(tmp_path).meta["grouping"] == "runs"  # 5 runs, not cut
     p = load_sdnmpi_trace(tmp_path, max_phases=4)
     assert p.meta["grouping"] == "by_pairs"
     assert [(ph.label, ph.repeat, ph.total_bytes, len(ph)) for ph in p.phases] == [
         ("point-to-point (4 messages in 4 steps)", 4, 1000, 1),
         ("point-to-point (4 messages in 4 steps)", 4, 1000, 1),
-        ("MPI_Barrier (1 call)", 1, 0, 2),
+        ("MPI_Barrier (2 calls)", 2, 0, 2),
         ("point-to-point (8 messages in 4 steps)", 4, 1000, 2),
     ]
     assert p.total_bytes == 3 * 4000

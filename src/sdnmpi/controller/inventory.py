@@ -126,9 +126,12 @@ class Inventory:
         self.version += 1
 
     def link_up(self, src: PortRef, dst: PortRef, capacity_bps: float | None = None) -> None:
-        """LLDP saw ``src`` -> ``dst`` (one direction)."""
+        """LLDP saw ``src`` -> ``dst`` (one direction); a link already known with the
+        same capacity changes nothing (no new version, so no diff of the plan)."""
         for dpid, port in (src, dst):
             check_port(port, f"link port of switch {dpid}")
+        if self.links.get(src) == dst and capacity_bps in (None, self.capacity.get(src)):
+            return
         self.version += 1
         self.links[src] = dst
         for mac, entry in list(self.seen.items()):

@@ -26,13 +26,20 @@ field).  :func:`load_sdnmpi_trace` reads a directory of them into a rank-level
 Phases: the calls of all ranks are ordered by wall-clock start time (``t0_wall``
 + ``t_start``) and each maximal run of consecutive calls of the same kind (the
 same collective call name, or point-to-point) becomes one phase whose matrix is
-the sum of the run's messages.  If that gives more than ``max_phases`` phases,
-runs of the same kind that join the same set of rank pairs are summed into one
-phase (``"by_pairs"``: a benchmark that measures one ring or one pair after
-another, timed by collectives in between, keeps one phase per ring or pair, so
-each is simulated with its own collisions and not as one concurrent matrix); if
-that is still too many, one phase per kind (``"by_call"``).  Phases are in order
-of first use and ``meta["grouping"]`` says which rule applied.
+the sum of the run's messages: within a run ranks synchronize only pairwise (a
+halo exchange's swaps overlap across ranks), so its flows are simulated at once.
+If that gives more than ``max_phases`` phases, the trace's time structure is
+rebuilt from what repeats (``"by_pairs"``): each point-to-point run is cut into
+steps where a message answers one it got (:func:`_waves`: a ping-pong's ping and
+pong, a ring timed one direction after the other), and the runs or steps of the
+same kind over the same rank pairs become one phase, repeated once per step
+(point-to-point) or per call (collectives), each occurrence their mean.  A
+benchmark that times one ring or pair after another, with collectives in between
+(HPCC's b_eff), thus keeps one phase per ring direction or pair with its own
+collisions.  Beyond ``max_phases`` such groups, those that move the fewest bytes
+are summed into one phase per kind; only a trace with ``max_phases`` call kinds
+or more falls back to one phase per kind (``"by_call"``).  Phases are in order of
+first use and ``meta["grouping"]`` says which rule applied.
 """
 
 from __future__ import annotations
@@ -85,15 +92,18 @@ class RankTrace:
 
 @dataclass(frozen=True)
 class _Item:
-    """Messages of one recorded call, placed on the common timeline.  ``end`` is when
-    the call's transfer was last known to be under way: the call's return for a
-    blocking send, the return of the rank's next completion call (``MPI_Wait*``,
-    ``MPI_Test*``) for a nonblocking one."""
+    """Messages of one recorded call, placed on the common timeline."""
 
     time: float
     key: str
     messages: tuple[Message, ...]
-    end: float = 0.0
+    seq: int = -1  # point-to-point: the sender's how-manieth message to this peer
+
+
+#: Per (receiving world rank, sending world rank), when the receiver completed its
+#: receives from the sender, in the order it posted them (the n-th is taken to be
+#: the sender's n-th message: MPI does not let messages of a pair overtake).
+Receipts = dict[tuple[int, int], list[float]]
 
 
 def is_sdnmpi_trace(path: Path) -> bool:
@@ -124,7 +134,7 @@ def load_sdnmpi_trace(
     items = sorted(
         (it for t in traces for it in expander.items(t)), key=lambda it: (it.time, it.key)
     )
-    phases, grouping = _phases(items, max_phases)
+    phases, grouping = _phases(items, max_phases, receipts(traces))
     meta: dict[str, Any] = {
         "source": str(directory),
         "format": "sdnmpi-trace",
@@ -349,16 +359,15 @@ class _Expander:
         self._cache: dict[tuple[Any, ...], tuple[Message, ...]] = {}
 
     def items(self, trace: RankTrace) -> Iterator[_Item]:
-        completed = _completions(trace.events)
-        for i, e in enumerate(trace.events):
+        sent: Counter[int] = Counter()
+        for e in trace.events:
             time = trace.t0_wall + float(e["t_start"])
             if e["kind"] in ("send", "sendrecv") and e.get("peer") is not None:
+                peer = int(e["peer"])
                 self.p2p_bytes += int(e["bytes"])
-                end = float(e["t_end"])
-                if str(e["call"]).startswith("MPI_I"):
-                    end = max(end, completed[i])
-                msg = ((trace.rank, int(e["peer"]), int(e["bytes"])),)
-                yield _Item(time, _P2P, msg, trace.t0_wall + end)
+                msg = ((trace.rank, peer, int(e["bytes"])),)
+                yield _Item(time, _P2P, msg, sent[peer])
+                sent[peer] += 1
             elif e["kind"] in ("coll", "collv"):
                 msgs = self._collective(trace, e)
                 if msgs is not None:
@@ -457,20 +466,39 @@ class _Expander:
         return tuple(out)
 
 
-def _completions(events: tuple[dict[str, Any], ...]) -> list[float]:
-    """Per event, the ``t_end`` of the first completion call at or after it (``-inf``
-    if none follows).
+def receipts(traces: Iterable[RankTrace]) -> Receipts:
+    """When each rank completed each receive, by sender, in posting order:
+    ``MPI_Recv`` and the receive half of ``MPI_Sendrecv`` at their return,
+    ``MPI_Irecv`` at the return of the rank's next completion call (``MPI_Wait*``,
+    ``MPI_Test*``; the trace does not say which request a completion completed).
 
-    >>> ev = [{"kind": "send", "t_end": 1.0}, {"kind": "completion", "t_end": 3.0}]
-    >>> _completions(ev)
-    [3.0, 3.0]
+    >>> t = RankTrace(Path("x"), 1, 2, "h", "", "", 10.0, {}, (
+    ...     {"kind": "recv", "call": "MPI_Irecv", "peer": 0, "t_start": 0.0, "t_end": 0.1},
+    ...     {"kind": "send", "call": "MPI_Send", "peer": 0, "t_start": 0.2, "t_end": 0.3},
+    ...     {"kind": "completion", "call": "MPI_Wait", "t_start": 0.3, "t_end": 0.9},
+    ...     {"kind": "sendrecv", "call": "MPI_Sendrecv", "peer": 0, "recv_peer": 0,
+    ...      "t_start": 1.0, "t_end": 1.5}))
+    >>> receipts([t])
+    {(1, 0): [10.9, 11.5]}
     """
-    out = [-math.inf] * len(events)
-    nxt = -math.inf
-    for i in range(len(events) - 1, -1, -1):
-        if events[i]["kind"] == "completion":
-            nxt = float(events[i]["t_end"])
-        out[i] = nxt
+    out: Receipts = {}
+    for trace in traces:
+        pending: list[tuple[list[float], int]] = []
+        for e in trace.events:
+            kind, end = e["kind"], trace.t0_wall + float(e["t_end"])
+            if kind == "completion":
+                for times, i in pending:
+                    times[i] = end
+                pending = []
+                continue
+            src = e.get("peer") if kind == "recv" else e.get("recv_peer")
+            if kind not in ("recv", "sendrecv") or src is None:
+                continue
+            times = out.setdefault((trace.rank, int(src)), [])
+            times.append(end)
+            if kind == "recv" and str(e["call"]).startswith("MPI_I"):
+                times[-1] = math.inf  # until a completion call returns
+                pending.append((times, len(times) - 1))
     return out
 
 
@@ -490,16 +518,16 @@ def _recursive_doubling(members: tuple[int, ...], size_bytes: int) -> tuple[Mess
 # -- phases --------------------------------------------------------------------------
 
 
-def _phases(items: list[_Item], max_phases: int) -> tuple[list[Phase], str]:
+def _phases(items: list[_Item], max_phases: int, got: Receipts) -> tuple[list[Phase], str]:
     runs: list[tuple[str, list[_Item]]] = []
     for it in items:
         if runs and runs[-1][0] == it.key:
             runs[-1][1].append(it)
         else:
             runs.append((it.key, [it]))
-    runs = [(key, wave) for key, run in runs for wave in _waves(key, run)]
     if len(runs) <= max_phases:
         return [_phase(key, group) for key, group in runs], "runs"
+    runs = [(key, wave) for key, run in runs for wave in _waves(key, run, got)]
     by_pairs: dict[tuple[str, frozenset[tuple[int, int]]], list[list[_Item]]] = {}
     for key, group in runs:
         pairs = frozenset((m[0], m[1]) for it in group for m in it.messages)
@@ -546,40 +574,41 @@ def _largest(
     return out
 
 
-def _waves(key: str, run: list[_Item]) -> list[list[_Item]]:
-    """A run of point-to-point calls cut where a message goes back along a rank pair
-    whose other direction it did not overlap in time: a ping-pong's ping and pong,
-    or a ring's two directions timed one after the other, are not an exchange and
-    never share a phase (a phase's flows run at once, so a pair in both directions of
-    one phase is simulated as a full-duplex exchange).  Two calls overlap when they
-    share at least half of the shorter one's time (``_Item.end``).
+def _waves(key: str, run: list[_Item], got: Receipts) -> list[list[_Item]]:
+    """A run of point-to-point calls cut into steps: a message b->a starts a new step
+    when the step holds a message a->b that b had received before sending this one
+    (b answered a).  A phase's flows run at once in the simulator, and a pair in both
+    directions of one phase is a full-duplex exchange: a ping-pong's ping and pong,
+    or a ring timed one direction after the other, are not one; an exchange (both
+    sides send, then wait for the receive) stays one step.
 
-    >>> m = lambda a, b, t0, t1: _Item(t0, _P2P, ((a, b, 1),), t1)
-    >>> ping_pong = [m(0, 1, 0, 1), m(1, 0, 1, 2), m(0, 1, 2, 3)]
-    >>> [len(w) for w in _waves(_P2P, ping_pong)]
+    >>> m = lambda a, b, t, n: _Item(t, _P2P, ((a, b, 1),), n)
+    >>> ping_pong = [m(0, 1, 0, 0), m(1, 0, 1, 0), m(0, 1, 2, 1)]
+    >>> [len(w) for w in _waves(_P2P, ping_pong, {(1, 0): [0.9, 2.9], (0, 1): [1.9]})]
     [1, 1, 1]
-    >>> exchange = [m(0, 1, 0, 1), m(1, 0, 0.1, 1), m(0, 1, 2, 3), m(1, 0, 2, 3)]
-    >>> [len(w) for w in _waves(_P2P, exchange)]
+    >>> exchange = [m(0, 1, 0, 0), m(1, 0, 0.1, 0), m(0, 1, 2, 1), m(1, 0, 2.1, 1)]
+    >>> [len(w) for w in _waves(_P2P, exchange, {(1, 0): [0.9, 2.9], (0, 1): [0.9, 2.9]})]
     [2, 2]
     """
     if key != _P2P:
         return [run]
     waves: list[list[_Item]] = [[]]
-    last: dict[tuple[int, int], _Item] = {}
+    last: dict[tuple[int, int], int] = {}  # the step's latest message per pair: its seq
     for it in run:
         src, dst, _ = it.messages[0]
-        back = last.get((dst, src))
-        if back is not None and not _overlap(back, it):
+        forth = last.get((dst, src))
+        if forth is not None and _answers(got.get((src, dst), []), forth, it.time):
             waves.append([])
             last = {}
         waves[-1].append(it)
-        last[(src, dst)] = it
+        last[(src, dst)] = it.seq
     return waves
 
 
-def _overlap(a: _Item, b: _Item) -> bool:
-    shared = min(a.end, b.end) - max(a.time, b.time)
-    return shared > 0 and shared >= 0.5 * min(a.end - a.time, b.end - b.time)
+def _answers(times: list[float], seq: int, time: float) -> bool:
+    """Whether the receiver had message ``seq`` of the pair (receive completion
+    ``times`` in posting order) by ``time``."""
+    return 0 <= seq < len(times) and times[seq] <= time
 
 
 def _phase(key: str, group: Iterable[_Item], note: str = "", repeat: int = 1) -> Phase:
