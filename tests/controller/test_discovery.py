@@ -10,6 +10,8 @@ from os_ken.controller.handler import (  # type: ignore[import-untyped]
     DEAD_DISPATCHER,
     MAIN_DISPATCHER,
 )
+from os_ken.lib import hub  # type: ignore[import-untyped]
+from os_ken.topology import switches  # type: ignore[import-untyped]
 
 from sdnmpi.controller.discovery import Switches
 
@@ -78,8 +80,6 @@ def test_a_first_connection_closes_nothing():
 def test_a_loop_that_raises_is_started_again(monkeypatch, caplog):
     """os-ken's native threads end silently on an exception: the LLDP loop raising once
     (its port table changed under it) must not end discovery."""
-    from os_ken.topology import switches  # type: ignore[import-untyped]
-
     app = _app()
     app.is_active = True
     runs = []
@@ -98,9 +98,6 @@ def test_a_loop_that_raises_is_started_again(monkeypatch, caplog):
 
 def _discovering(monkeypatch) -> Switches:
     """The app with the state its link-timeout loop reads, timeouts shortened."""
-    from os_ken.lib import hub  # type: ignore[import-untyped]
-    from os_ken.topology import switches  # type: ignore[import-untyped]
-
     app = _app()
     app.is_active, app.link_discovery = True, True
     app.lldp_event, app.link_event = hub.Event(), hub.Event()
@@ -111,8 +108,6 @@ def _discovering(monkeypatch) -> Switches:
 
 
 def _link(app: Switches) -> object:
-    from os_ken.topology import switches  # type: ignore[import-untyped]
-
     src = switches.Port(1, 4, SimpleNamespace(port_no=1, hw_addr="00:00:00:00:00:01",
                                               name=b"s1-eth1", config=0, state=0))  # fmt: skip
     dst = switches.Port(2, 4, SimpleNamespace(port_no=1, hw_addr="00:00:00:00:00:02",
