@@ -103,9 +103,9 @@ HPCC_SECTIONS = ("PTRANS", "MPIFFT", "LatencyBandwidth")
 #: switches' waits for a core are added from each run's CpuMonitor figures).
 KNOWN_GAP = {
     "lammps": (
-        "not explained yet: the simulator overestimates the contended runs (D-mod-K, "
-        "ECMP) more than ours (compare predicted_comm_s with measured_s in the details; "
-        "docs/apps.md, 'Measured')"
+        "not explained by the model; on 2026-11-27 an ours run that shared the 2 cores "
+        "with a type check measured 20 % slower than the next one (the switches' waits "
+        "for a core are given below)"
     ),
     "hpcc": (
         "b_eff times each ring and ping-pong and collects the timings with collectives, "
