@@ -436,8 +436,10 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
             self._held_links.get(dpid, set()).discard(link)
             if dpid in self._verify:
                 self._verify[dpid][1].discard(link)
+        version = self.planner.inventory.version
         self.planner.link_up(*link, sync=False)
-        self.sync.touch(time.monotonic())
+        if self.planner.inventory.version != version:  # a known link seen again: no sync
+            self.sync.touch(time.monotonic())
 
     @_on(topo_event.EventLinkDelete)
     def _link_delete(self, ev: Any) -> None:

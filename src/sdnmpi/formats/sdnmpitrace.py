@@ -134,7 +134,7 @@ def load_sdnmpi_trace(
     items = sorted(
         (it for t in traces for it in expander.items(t)), key=lambda it: (it.time, it.key)
     )
-    phases, grouping = _phases(items, max_phases, receipts(traces))
+    phases, grouping = _phases(items, max_phases, _receipts(traces))
     meta: dict[str, Any] = {
         "source": str(directory),
         "format": "sdnmpi-trace",
@@ -466,7 +466,7 @@ class _Expander:
         return tuple(out)
 
 
-def receipts(traces: Iterable[RankTrace]) -> Receipts:
+def _receipts(traces: Iterable[RankTrace]) -> Receipts:
     """When each rank completed each receive, by sender, in posting order:
     ``MPI_Recv`` and the receive half of ``MPI_Sendrecv`` at their return,
     ``MPI_Irecv`` at the return of the rank's next completion call (``MPI_Wait*``,
@@ -478,7 +478,7 @@ def receipts(traces: Iterable[RankTrace]) -> Receipts:
     ...     {"kind": "completion", "call": "MPI_Wait", "t_start": 0.3, "t_end": 0.9},
     ...     {"kind": "sendrecv", "call": "MPI_Sendrecv", "peer": 0, "recv_peer": 0,
     ...      "t_start": 1.0, "t_end": 1.5}))
-    >>> receipts([t])
+    >>> _receipts([t])
     {(1, 0): [10.9, 11.5]}
     """
     out: Receipts = {}
