@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,8 +186,9 @@ def test_the_agent_units_system_call_filter_allows_what_the_agent_calls(
     hosts: Hosts, bpf_object: Path
 ) -> None:
     """``sdnmpi agent run`` for real (the process the unit starts) under strace, serving a
-    rank whose connection it tags, then stopped: every system call it made is one that
-    packaging/systemd/sdnmpi-agent@.service's filter lets through.  (The build machines'
+    rank whose connection it tags, asked for its threads' stacks (SIGUSR1), then stopped:
+    every system call it made is one that packaging/systemd/sdnmpi-agent@.service's
+    filter lets through.  (The build machines'
     PID 1 is not systemd, so the unit itself cannot be started here.)"""
     if shutil.which("strace") is None or shutil.which("systemd-analyze") is None:
         pytest.fail("needs strace and systemd-analyze (scripts/apt-packages.txt)")
@@ -216,9 +218,21 @@ def test_the_agent_units_system_call_filter_allows_what_the_agent_calls(
         r0.do("send 2000")
         r0.do("status")
         r0.kill()
+        pid = int(pidfile.read_text())
+        os.kill(pid, signal.SIGUSR1)  # every thread's stack, into the log (and the trace)
+        agent_log = hosts.workdir / "agent.log"
+        wait_for(
+            "the stacks in the log", lambda: "most recent call first" in agent_log.read_text(), 20
+        )
         # the agent itself (strace's child) stops as the unit's SIGTERM would stop it
-        os.kill(int(pidfile.read_text()), signal.SIGTERM)
-        assert agent.wait(timeout=20) == 0, (hosts.workdir / "agent.log").read_text()
+        os.kill(pid, signal.SIGTERM)
+        try:
+            code = agent.wait(timeout=60)  # strace -f slows every call of every thread
+        except subprocess.TimeoutExpired:
+            os.kill(pid, signal.SIGUSR1)  # its threads' stacks, into the log
+            time.sleep(2)
+            pytest.fail("the agent did not stop in 60 s:\n" + agent_log.read_text())
+        assert code == 0, agent_log.read_text()
     finally:
         for r in ranks:
             r.kill()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -52,7 +53,9 @@ def run_command(
     ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
 ) -> None:
-    """Attach the tagger to IFACE (in this network namespace) and serve ranks until SIGTERM."""
+    """Attach the tagger to IFACE (in this network namespace) and serve ranks until SIGTERM.
+
+    SIGUSR1 writes every thread's stack to standard error (the journal under systemd)."""
     from sdnmpi.node.agent import Agent, AgentConfig, LocalTagHub, RemoteTagHub, TagHubApi
 
     if scan_interval_s <= 0:
@@ -74,6 +77,8 @@ def run_command(
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    # in C, so it answers even when the main thread is stuck outside Python
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     agent.start()
     try:
         if pidfile is not None:
