@@ -22,7 +22,7 @@ import pytest
 import sdnmpi.core.routing.ours  # noqa: F401  (imported once, not within a timed call)
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.core.pattern import Pattern, Phase
-from sdnmpi.manager import planning
+from sdnmpi.manager import planning, rebalance
 from sdnmpi.manager.background import Background
 from sdnmpi.manager.fake import FakeController
 from sdnmpi.manager.memory import MemoryStore
@@ -210,6 +210,74 @@ def test_a_job_end_re_plans_only_jobs_near_it():
     svc.finish_job(SCHED, 1)
     assert gate.calls == {2: 1}
     assert sorted(_spines(svc.get_job(SCHED, 2))) == ["spine1", "spine2"]
+
+
+def test_ends_queued_while_rebalancing_runs_are_rebalanced_in_one_pass(
+    locked: Locked, monkeypatch: pytest.MonkeyPatch
+):
+    """Job 1's end re-plans job 2 (held); jobs 3 and 4 end meanwhile: their
+    rebalancing is one pass for both, not one each."""
+    s, svc = locked, locked.service
+    _beside(s)
+    for job_id, nodes in ((3, ["h4", "h8"]), (4, ["h8", "h4"])):
+        s.call(lambda: run_job(svc, job_id, nodes, pattern_file=_upload(ONE)))  # noqa: B023
+    s.idle()
+    passes: list[list[int]] = []
+    for_end = rebalance.for_end
+
+    def recorded(ended: list[Job], *args: object, **kw: object) -> dict[int, object]:
+        passes.append(sorted(j.job_id for j in ended))
+        return for_end(ended, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rebalance, "for_end", recorded)
+    gate = svc.routing.planner = Gate({2})
+    s.call(lambda: svc.finish_job(SCHED, 1))
+    assert gate.started.wait(30)
+    s.call(lambda: svc.finish_job(SCHED, 3))
+    s.call(lambda: svc.finish_job(SCHED, 4))
+    gate.held.clear()
+    gate.open()
+    s.idle()
+    assert passes and passes[0] == [1]
+    assert [3, 4] in passes and [3] not in passes and [4] not in passes, passes
+
+
+def test_rebalancing_waits_between_its_plans_while_a_call_plans(locked: Locked):
+    """Job 1's end re-plans jobs 2 and 3 one after the other on the background
+    thread.  While it plans the first, job 7's routing starts: the second re-plan
+    waits until job 7's plan is done (they would share the processor)."""
+    s, svc = locked, locked.service
+    svc.routing.yield_s = 30.0
+    _beside(s)
+    s.call(lambda: run_job(svc, 3, ["h4", "h8"], pattern_file=_upload(ONE)))
+    s.idle()
+    order: list[str] = []
+    first, seven_started, go = threading.Event(), threading.Event(), threading.Event()
+
+    def planner(req: PlanRequest) -> tuple[RoutePair, ...]:
+        job_id = req.job.job_id
+        order.append(f"plan {job_id}")
+        if job_id == 7:
+            seven_started.set()
+            assert go.wait(30)
+            order.append("7 planned")
+        elif not first.is_set():  # the rebalancing's first re-plan
+            first.set()
+            assert seven_started.wait(30)
+        return planning.plan_job(req)
+
+    svc.routing.planner = planner
+    _ready(svc, 7, ["h1", "h7"], ONE)
+    s.call(lambda: svc.finish_job(SCHED, 1))
+    assert first.wait(30)
+    out = _last_rank(s, 7, ["h1", "h7"])
+    assert seven_started.wait(30)
+    time.sleep(0.3)  # the first re-plan returned meanwhile; the second waits
+    assert order in (["plan 2", "plan 7"], ["plan 3", "plan 7"]), order
+    go.set()
+    assert _result(out).state is JobState.ROUTED
+    s.idle()
+    assert order[2] == "7 planned" and sorted(order[3:5]) == ["plan 2", "plan 3"], order
 
 
 # -- commits check their snapshot ----------------------------------------------------------

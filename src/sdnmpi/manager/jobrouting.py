@@ -143,6 +143,10 @@ class JobRouting:
         #: and those whose planner runs right now.
         self._planning: set[int] = set()
         self._computing: set[int] = set()
+        #: Routed jobs that ended and whose rebalancing pass has not started yet: a
+        #: pass takes all of them at once (ends that queued up while rebalancing ran
+        #: cost one pass, not one each).
+        self._ended: list[Job] = []
         self._book: RoutedJobs | None = None
         #: Job rules allowed per switch, all jobs together (:mod:`~sdnmpi.manager.
         #: rulebudget`; ``None``: no budget, every pair's route is sent).
@@ -268,7 +272,7 @@ class JobRouting:
         if job.state is JobState.ROUTED:
             self.events.routed_job(job)
             again = self.book.removed_since(plan.snap)  # load went away while planned
-            self.background(functools.partial(self._rebalance, job.job_id, None, again))
+            self.background(functools.partial(self._rebalance, job.job_id, again))
         return job
 
     def _fail(self, job: Job, detail: str, crash: Exception | None = None) -> Job:
@@ -346,14 +350,21 @@ class JobRouting:
     def ended(self, job: Job) -> None:
         """A routed job ended (``job`` as it was routed): re-plan the jobs that gain."""
         if job.routes:
-            self.background(functools.partial(self._rebalance, None, job, False))
+            self._ended.append(job)
+            self.background(functools.partial(self._rebalance, None, False))
 
-    def _rebalance(self, arrived: int | None, ended: Job | None, again: bool) -> None:
-        """Move running jobs for an arrival or an end: planned on a snapshot with the
-        lock released, each move committed if the job it moves did not change and no
-        job routed meanwhile uses its new links; stale moves start the pass again (at
-        most :data:`REPLANS` more times).  Never raises: jobs stay where they are."""
-        cause = arrived if arrived is not None else ended.job_id if ended else None
+    def _rebalance(self, arrived: int | None, again: bool) -> None:
+        """Move running jobs for an arrival (``arrived``) or the ends queued so far
+        (``None``): planned on a snapshot with the lock released, each move committed
+        if the job it moves did not change and no job routed meanwhile uses its new
+        links; stale moves start the pass again (at most :data:`REPLANS` more times).
+        Never raises: jobs stay where they are."""
+        ended: list[Job] = []
+        if arrived is None:
+            ended, self._ended = self._ended, []
+            if not ended:  # an earlier pass took this end with its own
+                return
+        cause = str(arrived) if arrived is not None else ", ".join(str(j.job_id) for j in ended)
         try:
             self._yield_to_calls()
             for _ in range(REPLANS + 1):
@@ -363,9 +374,9 @@ class JobRouting:
                     moves = self._moves(arrived, ended, again, snap, topo)
                 if not self._commit_moves(moves, snap, cause):
                     return
-            log.info("rebalancing for job %s: moves that went stale dropped", cause)
+            log.info("rebalancing for job(s) %s: moves that went stale dropped", cause)
         except Exception:
-            log.exception("rebalancing for job %s failed", cause)
+            log.exception("rebalancing for job(s) %s failed", cause)
 
     def _yield_to_calls(self) -> None:
         """Wait (lock released) while calls' plans are computed, :attr:`yield_s` at
@@ -376,17 +387,31 @@ class JobRouting:
                 time.sleep(0.02)
             waited += 0.02
 
+    def _polite(self, planner: Planner) -> Planner:
+        """``planner`` that first waits (the lock released by its caller) while calls'
+        plans are computed, :attr:`yield_s` at most over all its runs: rebalancing
+        re-plans up to :attr:`rebalance` jobs one by one, and a call that starts
+        planning meanwhile would share the processor with all of them."""
+        deadline = time.monotonic() + self.yield_s
+
+        def plan(req: PlanRequest) -> Routes:
+            while self._computing and time.monotonic() < deadline:
+                time.sleep(0.02)
+            return planner(req)
+
+        return plan
+
     def _moves(
-        self, arrived: int | None, ended: Job | None, again: bool, snap: Snapshot, topo: Topology
+        self, arrived: int | None, ended: list[Job], again: bool, snap: Snapshot, topo: Topology
     ) -> dict[int, tuple[Routes, frozenset[Link]]]:
         routed = snap.routed()
+        planner = self._polite(self.planner)
         if arrived is not None:
             found = rebalance.for_arrival(
-                arrived, routed, topo, self.rebalance, self.planner, again=again
+                arrived, routed, topo, self.rebalance, planner, again=again
             )
         else:
-            assert ended is not None
-            found = rebalance.for_end(ended, routed, topo, self.rebalance, self.planner)
+            found = rebalance.for_end(ended, routed, topo, self.rebalance, planner)
         found = self._moves_within_budget(found, routed, topo)
         return {j: (routes, switch_links(routes)) for j, routes in found.items()}
 
@@ -414,7 +439,7 @@ class JobRouting:
         self,
         moves: Mapping[int, tuple[Routes, frozenset[Link]]],
         snap: Snapshot,
-        cause: int | None,
+        cause: str,
     ) -> list[int]:
         """Install the moves that still hold; the jobs whose move went stale."""
         stale = []
@@ -427,10 +452,10 @@ class JobRouting:
             try:
                 self.controller.install(job_id, planning.pairs_of(routes))
             except SdnMpiError as exc:
-                log.warning("job %d: not moved for job %s: %s", job_id, cause, exc)
+                log.warning("job %d: not moved for job(s) %s: %s", job_id, cause, exc)
                 continue
             self.save(dataclasses.replace(entry.job, routes=routes), links)
-            log.info("job %d: %d host pair(s) moved for job %s", job_id, len(routes), cause)
+            log.info("job %d: %d host pair(s) moved for job(s) %s", job_id, len(routes), cause)
         return stale
 
     # -- the controller -------------------------------------------------------------------

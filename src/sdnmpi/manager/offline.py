@@ -69,4 +69,4 @@ def rebalance_end(
     ended: Job, routed: Mapping[int, Job], topo: Topology, limit: int = rebalance.JOBS
 ) -> dict[int, Routes]:
     """The moves the manager makes after ``ended`` (no longer in ``routed``) ended."""
-    return rebalance.for_end(ended, routed, topo, limit)
+    return rebalance.for_end([ended], routed, topo, limit)

@@ -6,7 +6,8 @@ others; a new plan is kept when the sum of :func:`~sdnmpi.manager.planning.job_c
 drops.  If any moved, the new job is re-planned once more against them.  Nothing
 is re-planned when the new job and the running ones do not slow each other.
 
-When a job ends (:func:`for_end`), the jobs that can gain are those whose traffic
+When a job ends (:func:`for_end`; or several: the ends that queued while the
+manager was busy are taken together), the jobs that can gain are those whose traffic
 passes the switches it used (:func:`~sdnmpi.manager.planning.nearby`: they may take
 the links it freed, even if they avoided them while it ran): up to ``limit`` of them
 (most bytes there first) are re-planned against the others, kept on the same
@@ -77,20 +78,22 @@ def for_arrival(
 
 
 def for_end(
-    ended: Job,
+    ended: Sequence[Job],
     routed: Mapping[int, Job],
     topo: Topology,
     limit: int,
     planner: Planner = planning.plan_job,
 ) -> dict[int, Routes]:
-    """New routes of the running jobs worth moving now that ``ended`` (routed until
-    now, not in ``routed``) freed its links: those near them, re-planned."""
-    current = {j: r.routes for j, r in routed.items() if r.routes and j != ended.job_id}
-    if limit <= 0 or not current or not ended.routes:
+    """New routes of the running jobs worth moving now that the ``ended`` jobs (routed
+    until now, not in ``routed``) freed their links: those near them, re-planned."""
+    gone_ids = {e.job_id for e in ended}
+    current = {j: r.routes for j, r in routed.items() if r.routes and j not in gone_ids}
+    freed = [r for e in ended for r in e.routes]
+    if limit <= 0 or not current or not freed:
         return {}
     fab = Fabric(topo)
     loads = {j: planning.arc_bytes(fab, rs) for j, rs in current.items()}
-    gone = planning.arc_bytes(fab, ended.routes)
+    gone = planning.arc_bytes(fab, tuple(freed))
     near = {
         j: planning.nearby(fab, b, gone) for j, b in loads.items() if len(current[j]) <= MAX_PAIRS
     }
