@@ -98,3 +98,26 @@ def test_a_move_that_does_not_fit_the_budget_whole_is_dropped(
     assert service.routing._moves_within_budget({1: moved}, routed, topo) == {}
     service.routing.rule_budget = 10
     assert service.routing._moves_within_budget({1: moved}, routed, topo) == {1: moved}
+
+
+def test_when_exact_rules_fit_every_pair_is_admitted_as_the_fit_would() -> None:
+    """The shortcut (one exact rule per pair and switch off its default route fits
+    every switch: no fit run) admits what :func:`rulecore.fit` admits and counts the
+    same rules; one rule less of budget and the fit runs (and leaves pairs out)."""
+    topo = leaf_spine(2, 2, 4)
+    view = rulebudget.fabric_rules(topo)
+    first = _off_default(topo, [("h1", "h5"), ("h2", "h6")])
+    second = _off_default(topo, [(a, b) for a in ("h3", "h4") for b in ("h7", "h8")])
+    fixed = [view.pair_path(r, 1) for r in first]
+    mine = [view.pair_path(r, 2) for r in second]
+    exact = Counter(s for p in [*fixed, *mine] for s, _ in p.hops)  # every hop is off default
+    budget = max(exact.values())
+    done = rulebudget.within_budget(view, second, {1: first}, budget, 2)
+    full = rulecore.fit(mine, view.defaults, view.peer, view.edge, budget, fixed=fixed)
+    assert done.kept == tuple(second) and len(full.admitted) == len(second)
+    assert (
+        dict(done.counts) == dict(full.counts) == dict(_controller_usage(topo, [*first, *second]))
+    )
+    assert max(done.counts.values()) < budget  # aggregated: fewer than the exact bound
+    tighter = rulebudget.within_budget(view, second, {1: first}, max(done.counts.values()) - 1, 2)
+    assert tighter.fallback and "on default routes" in tighter.note()

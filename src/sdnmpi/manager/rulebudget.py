@@ -16,9 +16,11 @@ docs/rules.md has the measured cost of the budget.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sdnmpi.core.routing import Demands, Fabric, route
@@ -108,12 +110,17 @@ def fabric_rules(topology: Topology, router: str = "dmodk") -> FabricRules:
 @dataclass(frozen=True)
 class Budgeted:
     """A job's routes within the budget: ``kept`` (sent to the controller), ``fallback``
-    (left on default routes), and the job rules per switch with them."""
+    (left on default routes), and (:attr:`counts`) the job rules per switch with them."""
 
     kept: tuple[RoutePair, ...]
     fallback: tuple[RoutePair, ...]
-    counts: Mapping[Hashable, int]
+    count: Callable[[], Mapping[Hashable, int]] = field(repr=False)
     budget: int | None
+
+    @functools.cached_property
+    def counts(self) -> Mapping[Hashable, int]:
+        """Job rules per switch, all jobs together (computed when first asked for)."""
+        return self.count()
 
     @property
     def fullest(self) -> tuple[Hashable, int]:
@@ -143,12 +150,40 @@ def within_budget(
     job_id: int = 0,
 ) -> Budgeted:
     """Admit ``routes`` (job ``job_id``'s) beside the ``others``' routes (by job id,
-    already installed) within ``budget`` job rules per switch."""
+    already installed) within ``budget`` job rules per switch.
+
+    When even one exact rule per pair and switch off its default route (what the
+    rules cost before any aggregation) fits every switch, every pair is admitted
+    without running the fit: a small job on a large fabric no longer pays for
+    aggregating every routed job's rules (1.2 s of its 1.6 s on ``fat_tree(16)``
+    beside eight 64-rank jobs)."""
     fixed = [view.pair_path(r, j) for j, rs in others.items() for r in rs]
     mine = [view.pair_path(r, job_id) for r in routes]
+
+    def aggregated() -> Mapping[Hashable, int]:
+        return rulecore.aggregate([*fixed, *mine], view.defaults, view.peer, view.edge).counts()
+
+    if budget is None or _exact_rules_fit(view.defaults, [*fixed, *mine], budget):
+        return Budgeted(tuple(routes), (), aggregated, budget)
     score = rulecore.relief([*fixed, *mine], view.defaults, view.peer, view.edge)
     done = rulecore.fit(mine, view.defaults, view.peer, view.edge, budget, fixed=fixed, score=score)
     admitted = {p.key for p in done.admitted}
     kept = tuple(r for r in routes if (r.src, r.dst) in admitted)
     fallback = tuple(r for r in routes if (r.src, r.dst) not in admitted)
-    return Budgeted(kept, fallback, done.counts, budget)
+    return Budgeted(kept, fallback, lambda: done.counts, budget)
+
+
+def _exact_rules_fit(
+    defaults: rulecore.DefaultTable, paths: Iterable[rulecore.PairPath], budget: int
+) -> bool:
+    """Whether one exact rule per path and switch where it leaves the default route
+    stays within ``budget`` on every switch: an upper bound on what
+    :func:`~sdnmpi.core.routing.rules.fit` counts (aggregation only removes rules), so
+    then it admits every path."""
+    used: Counter[Hashable] = Counter()
+    port = defaults.port
+    for path in paths:
+        for switch, out in path.hops:
+            if out != port(switch, path.src, path.dst):
+                used[switch] += 1
+    return not used or max(used.values()) <= budget
