@@ -5,6 +5,7 @@ The os-ken app for real, with fake datapaths (no switch)."""
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
 import struct
 import threading
@@ -22,6 +23,7 @@ from os_ken.lib import hub  # type: ignore[import-untyped]
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser  # type: ignore[import-untyped]
 
 from sdnmpi.controller import outbox
+from sdnmpi.controller.api import Answer
 from sdnmpi.controller.flows import Barrier, FlowRule, Message
 from sdnmpi.controller.oskenapp import AppSettings, SdnMpiApp
 from sdnmpi.controller.outbox import Outbox
@@ -347,3 +349,30 @@ def test_a_link_lost_well_after_its_switch_came_back_goes_at_once(app: SdnMpiApp
     app._verify[1] = (back - app.cfg.away_hold_s - 1.0, links)  # back for longer than the hold
     app._link_delete(_link_event(*_UP))
     assert _UP[0] not in app.planner.inventory.links
+
+
+def test_a_request_taken_back_for_a_switch_away_says_retry(app: SdnMpiApp) -> None:
+    """A request taken back because a switch it sent to is not connected gets
+    ``retry`` in its reply (the switch is resynced when it returns: the manager plans
+    the job again after a wait); one whose barrier timed out on a connected switch
+    does not."""
+
+    def request() -> Answer:
+        def undo(why: str) -> Answer:
+            return Answer({"ok": False, "error": f"taken back ({why})"}, [], confirm=True)
+
+        return Answer({"ok": True}, [Barrier(1)], confirm=True, undo=undo)
+
+    dp = _synced_with_leaf1(app)
+    app._state_change(dp.closed())
+    with app.lock:
+        answer, _ = app._send_or_undo(request())
+    assert answer.reply["ok"] is False and answer.reply["retry"] is True
+    assert "switch 0x1 disconnected before confirming" in answer.reply["error"]
+    again = FakeDatapath()
+    again.id = 1
+    app._state_change(again.up())
+    app.cfg = dataclasses.replace(app.cfg, api_timeout_s=0.2)  # its barrier is never answered
+    with app.lock:
+        answer, _ = app._send_or_undo(request())
+    assert answer.reply == {"ok": False, "error": "taken back (barriers not confirmed in time)"}

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -225,9 +226,9 @@ def test_ends_queued_while_rebalancing_runs_are_rebalanced_in_one_pass(
     passes: list[list[int]] = []
     for_end = rebalance.for_end
 
-    def recorded(ended: list[Job], *args: object, **kw: object) -> dict[int, object]:
+    def recorded(ended: list[Job], *args: Any, **kw: Any) -> dict[int, tuple[RoutePair, ...]]:
         passes.append(sorted(j.job_id for j in ended))
-        return for_end(ended, *args, **kw)  # type: ignore[arg-type]
+        return for_end(ended, *args, **kw)
 
     monkeypatch.setattr(rebalance, "for_end", recorded)
     gate = svc.routing.planner = Gate({2})
@@ -278,6 +279,31 @@ def test_rebalancing_waits_between_its_plans_while_a_call_plans(locked: Locked):
     assert _result(out).state is JobState.ROUTED
     s.idle()
     assert order[2] == "7 planned" and sorted(order[3:5]) == ["plan 2", "plan 3"], order
+
+
+def test_a_job_waiting_for_a_switchs_resync_holds_no_lock(locked: Locked):
+    """While job 7 waits to be planned again (its install taken back for a
+    reconnecting switch), another caller's GetJob takes the lock at once."""
+    s, svc = locked, locked.service
+    s.controller.fail_install_resync = 1
+    waited: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        t0 = time.monotonic()
+        done = threading.Event()
+
+        def get() -> None:
+            s.call(lambda: svc.get_job(SCHED, 7))
+            done.set()
+
+        threading.Thread(target=get).start()
+        assert done.wait(5)
+        waited.append(time.monotonic() - t0)
+
+    svc.routing.sleep = sleep
+    _ready(svc, 7, ["h1", "h5"], ONE)
+    seven, _ = s.call(lambda: svc.register_process(SCHED, 7, 1, "h5"))
+    assert seven.state is JobState.ROUTED and len(waited) == 1 and waited[0] < BOUND_S
 
 
 # -- commits check their snapshot ----------------------------------------------------------

@@ -21,7 +21,7 @@ from sdnmpi.controller.api import ApiHandler
 from sdnmpi.core.topology import Topology
 from sdnmpi.manager.client import ManagerClient
 from sdnmpi.manager.controller_client import ControllerClient
-from sdnmpi.manager.model import Kind, ManagerError
+from sdnmpi.manager.model import Kind, ManagerError, ResyncPendingError
 from sdnmpi.testing import FakeClock, FakeOFNetwork, discover
 from sdnmpi.wire import manager_pb2 as pb
 from sdnmpi.wire.controller_api import encode_pairs
@@ -39,6 +39,7 @@ class InProcessController:
         self.topo = topo
         self.requests: list[dict[str, Any]] = []
         self.fail: str | None = None
+        self.retry = False  # with ``fail``: the reply says retry (a switch reconnecting)
         self.last: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.restart()
@@ -76,7 +77,7 @@ class InProcessController:
     def answer(self, req: dict[str, Any]) -> dict[str, Any]:
         self.requests.append(req)
         if self.fail:
-            return {"ok": False, "error": self.fail}
+            return {"ok": False, "error": self.fail} | ({"retry": True} if self.retry else {})
         with self.lock:
             answer = self.api.handle(json.dumps(req).encode())
             self.network.apply(answer.messages)
@@ -127,6 +128,24 @@ def test_refusal_and_absence_are_unavailable(standin: InProcessController, sock_
     with pytest.raises(ManagerError, match=r"missing\.sock") as exc:
         gone.topology()
     assert exc.value.kind is Kind.UNAVAILABLE
+
+
+def test_an_install_taken_back_for_a_reconnecting_switch_says_so(
+    standin: InProcessController, sock_dir: Path
+):
+    """The controller's ``retry`` (a switch disconnected before confirming) becomes
+    :class:`ResyncPendingError` (the manager plans again after a wait); a refusal
+    without it stays a plain UNAVAILABLE."""
+    ctl = ControllerClient(sock_dir / "ctl.sock")
+    path = ["h1", "leaf1", "spine1", "leaf2", "h5"]
+    standin.fail, standin.retry = "switch 0x1 disconnected before confirming", True
+    with pytest.raises(ResyncPendingError, match="disconnected") as exc:
+        ctl.install(4, {("h1", "h5"): path})
+    assert exc.value.kind is Kind.UNAVAILABLE
+    standin.retry = False
+    with pytest.raises(ManagerError) as refused:
+        ctl.install(4, {("h1", "h5"): path})
+    assert not isinstance(refused.value, ResyncPendingError)
 
 
 def _start_manager(sock_dir: Path, name: str) -> subprocess.Popen[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sdnmpi.core.pattern import Pattern, Phase
-from sdnmpi.manager import planning
+from sdnmpi.manager import jobrouting, planning
 from sdnmpi.manager.model import Job, JobState, Kind, ManagerError
 from sdnmpi.manager.requests import CreateJob, PatternUpload, PutPattern
 from sdnmpi.manager.service import ManagerService
@@ -126,6 +126,39 @@ def test_routing_failure_is_default_with_detail(service: ManagerService, control
     assert job.state is JobState.DEFAULT
     assert "routing failed" in job.detail and "barriers" in job.detail
     assert 5 not in controller.held
+
+
+def test_an_install_taken_back_for_a_reconnecting_switch_is_planned_again(
+    service: ManagerService, controller
+):
+    """The controller took the install back because a switch disconnected before
+    confirming (it is resynced when it returns): the job stays STARTING with nothing
+    installed, is planned again after a wait, and is routed."""
+    controller.fail_install_resync = 2
+    seen: list[tuple[float, JobState, bool]] = []
+
+    def sleep(seconds: float) -> None:
+        seen.append((seconds, service.get_job(SCHED, 5).state, 5 in controller.held))
+
+    service.routing.sleep = sleep
+    job = run_job(service, 5, ["h1", "h5"])
+    assert job.state is JobState.ROUTED and job.detail == ""
+    assert seen == [(0.5, JobState.STARTING, False), (1.0, JobState.STARTING, False)]
+    assert controller.calls.count(("install", 5)) == 3 and ("remove", 5) not in controller.calls
+    assert controller.held[5] == planning.pairs_of(job.routes)
+
+
+def test_a_switch_that_never_resyncs_leaves_the_job_on_default_routes(
+    service: ManagerService, controller
+):
+    controller.fail_install_resync = 99
+    waits: list[float] = []
+    service.routing.sleep = waits.append
+    job = run_job(service, 5, ["h1", "h5"])
+    assert job.state is JobState.DEFAULT
+    assert "routing failed" in job.detail and "disconnected before confirming" in job.detail
+    assert waits == list(jobrouting.RESYNC_WAITS_S) and sum(waits) < 10  # a job start waits 10 s
+    assert controller.calls.count(("install", 5)) == len(waits) + 1 and 5 not in controller.held
 
 
 def test_unknown_router_name_is_invalid(service: ManagerService):

@@ -851,6 +851,8 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         )
         self._prepare_defaults()  # a switch lost: taking back re-plans around it
         undo = answer.undo(why or "barriers not confirmed in time")
+        if self._lost_switches and not errors:  # they are resynced when they return
+            undo.reply["retry"] = True
         log.warning("%s failed (%s): taking it back", answer.label or "request", why or "timeout")
         return undo, self._send_confirmed(undo.messages)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from sdnmpi.core.topology import Topology
 from sdnmpi.errors import SdnMpiError
 from sdnmpi.formats.native import topology_from_dict
-from sdnmpi.manager.model import Install, Kind, ManagerError
+from sdnmpi.manager.model import Install, Kind, ManagerError, ResyncPendingError
 from sdnmpi.manager.service import Pairs
 from sdnmpi.wire import controller_api
 
@@ -74,7 +74,12 @@ class ControllerClient:
     def install(self, job_id: int, pairs: Pairs) -> Install:
         """Install or replace the job's routes."""
         with self._unavailable():
-            done = self.api.install_job(job_id, pairs)
+            try:
+                done = self.api.install_job(job_id, pairs)
+            except controller_api.ControllerRefusedError as exc:
+                if exc.reply.get("retry") is True:  # a switch reconnecting: resynced soon
+                    raise ResyncPendingError(str(exc)) from None
+                raise
         return Install(flow_mods=done.flow_mods, switches=done.switches, install_s=done.seconds)
 
     def remove(self, job_id: int) -> None:

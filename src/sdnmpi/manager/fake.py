@@ -3,7 +3,8 @@
 It checks what the real controller checks (every path runs over links of the
 topology from its pair's source to its destination), records every call, and can
 be told to fail (``down``: every call raises UNAVAILABLE; ``fail_install``: the
-next installs fail as the controller reports unconfirmed barriers).
+next installs fail as the controller reports unconfirmed barriers;
+``fail_install_resync``: as it reports a switch that disconnected before confirming).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import itertools
 import threading
 
 from sdnmpi.core.topology import Topology
-from sdnmpi.manager.model import Install, Kind, ManagerError
+from sdnmpi.manager.model import Install, Kind, ManagerError, ResyncPendingError
 from sdnmpi.manager.service import Pairs
 
 
@@ -25,6 +26,7 @@ class FakeController:
         self.calls: list[tuple[str, int]] = []
         self.down = False
         self.fail_install = 0
+        self.fail_install_resync = 0
         self._lock = threading.Lock()
         self._links: tuple[Topology, frozenset[tuple[str, str]]] | None = None
 
@@ -45,6 +47,9 @@ class FakeController:
             if self.fail_install:
                 self.fail_install -= 1
                 raise ManagerError(Kind.UNAVAILABLE, "install_job: barriers not confirmed in time")
+            if self.fail_install_resync:
+                self.fail_install_resync -= 1
+                raise ResyncPendingError("install_job: switch 0xb disconnected before confirming")
             for (src, dst), path in pairs.items():
                 self._check_path(src, dst, list(path))
             self.held[job_id] = {k: list(v) for k, v in pairs.items()}

@@ -43,6 +43,7 @@ from sdnmpi.manager.model import (
     Install,
     Job,
     JobState,
+    ResyncPendingError,
     RoutePair,
     is_scheduler_job,
 )
@@ -58,6 +59,10 @@ log = logging.getLogger(__name__)
 #: A plan found stale at commit (or a job changed while planned) is computed again
 #: this many times at most.
 REPLANS = 2
+#: Seconds waited (lock released) before planning again a job whose install the
+#: controller took back because a switch reconnected (:class:`ResyncPendingError`): the
+#: switch is resynced meanwhile.  7.5 s in all, within the 10 s a job start waits.
+RESYNC_WAITS_S = (0.5, 1.0, 2.0, 4.0)
 
 Routes = tuple[RoutePair, ...]
 Pair = tuple[str, str]
@@ -84,6 +89,23 @@ class _Plan:
     taken: Mapping[Pair, int]
     snap: Snapshot
     note: str = ""  # the rule budget's: rules on the fullest switch, pairs left out
+
+
+@dataclass(frozen=True)
+class _Wait:
+    """An attempt whose install the controller took back for a reconnecting switch:
+    ``job`` (still STARTING) is planned again after a wait; ``why`` is the reply."""
+
+    job: Job
+    why: str
+
+
+class _ResyncFirstError(Exception):
+    """Raised by :meth:`JobRouting._commit` for :class:`_Wait`."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
 
 
 def _now(task: Callable[[], None]) -> None:
@@ -139,6 +161,8 @@ class JobRouting:
         #: Seconds rebalancing waits, lock released, while calls' plans are computed
         #: (0 by default; the server gives calls' planning the processor first).
         self.yield_s = 0.0
+        #: How the waits of :data:`RESYNC_WAITS_S` are slept (tests pass their own).
+        self.sleep: Callable[[float], None] = time.sleep
         #: Jobs whose routes a call is computing (another call does not start again),
         #: and those whose planner runs right now.
         self._planning: set[int] = set()
@@ -184,19 +208,33 @@ class JobRouting:
             return job
         self._planning.add(job.job_id)
         try:
-            t0, why = self.clock(), ""
-            for attempt in range(REPLANS + 1):
-                done = self._attempt(job, t0, last=attempt == REPLANS)
+            t0, replans, waits = self.clock(), 0, 0
+            while True:
+                may_wait = waits < len(RESYNC_WAITS_S)
+                done = self._attempt(job, t0, last=replans == REPLANS, may_wait=may_wait)
                 if isinstance(done, Job):
                     return done
+                if isinstance(done, _Wait):
+                    log.info("job %d: %s: planned again in %.1f s", job.job_id, done.why,
+                             RESYNC_WAITS_S[waits])  # fmt: skip
+                    with self.unlocked():
+                        self.sleep(RESYNC_WAITS_S[waits])
+                    job, waits = done.job, waits + 1
+                    continue
                 job, why = done
-            return self._give_up(job, why)
+                replans += 1
+                if replans > REPLANS:
+                    return self._give_up(job, why)
         finally:
             self._planning.discard(job.job_id)
 
-    def _attempt(self, job: Job, t0: float, last: bool) -> Job | tuple[Job, str]:
-        """Plan once and commit: the job as it ends up, or (the job, why) to plan it
-        again."""
+    def _attempt(
+        self, job: Job, t0: float, last: bool, may_wait: bool = False
+    ) -> Job | tuple[Job, str] | _Wait:
+        """Plan once and commit: the job as it ends up, (the job, why) to plan it
+        again, or, if ``may_wait``, a :class:`_Wait` when the controller took the
+        install back for a switch that reconnects (the job still STARTING, nothing
+        of it installed)."""
         snap = self.book.snapshot()
         self._computing.add(job.job_id)
         try:
@@ -226,7 +264,10 @@ class JobRouting:
         if stale:
             note = (f"planned against the load before job(s) {stale} were routed "
                     f"({REPLANS + 1} tries)")  # fmt: skip
-        return self._commit(now, plan, t0, note)
+        try:
+            return self._commit(now, plan, t0, note, may_wait)
+        except _ResyncFirstError as wait:
+            return _Wait(now, wait.why)
 
     def _plan(self, job: Job, topo: Topology, snap: Snapshot) -> _Plan:
         """The job's routes on ``snap`` (run with the lock released)."""
@@ -244,8 +285,10 @@ class JobRouting:
             mine, note = fit.kept, fit.note()
         return _Plan(mine, switch_links(mine), taken, snap, note)
 
-    def _commit(self, job: Job, plan: _Plan, t0: float, note: str) -> Job:
-        """Install the plan (lock held): pairs taken since the snapshot are left out."""
+    def _commit(self, job: Job, plan: _Plan, t0: float, note: str, may_wait: bool = False) -> Job:
+        """Install the plan (lock held): pairs taken since the snapshot are left out.
+        With ``may_wait``, an install taken back for a reconnecting switch raises
+        :class:`_ResyncFirstError` (nothing saved: the job stays STARTING)."""
         try:
             self._evict_user_jobs(job)
         except SdnMpiError as exc:
@@ -264,6 +307,11 @@ class JobRouting:
                 job = dataclasses.replace(
                     job, state=JobState.ROUTED, routes=routes, install=install, detail=detail
                 )
+        except ResyncPendingError as exc:
+            if may_wait:  # the controller took it all back already
+                raise _ResyncFirstError(str(exc)) from None
+            job = self._default(job, f"routing failed: {exc}")
+            self.events.routing_failed()
         except SdnMpiError as exc:
             job = self._default(job, f"routing failed: {exc}")
             self.events.routing_failed()

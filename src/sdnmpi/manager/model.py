@@ -64,6 +64,15 @@ class ManagerError(SdnMpiError):
         self.kind = kind
 
 
+class ResyncPendingError(ManagerError):
+    """The controller took an install back because a switch it needed lost its
+    connection before confirming; the switch is resynced when it returns, so the
+    same install may succeed shortly (the controller's reply says ``retry``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Kind.UNAVAILABLE, message)
+
+
 def invalid(message: str) -> ManagerError:
     """An INVALID_ARGUMENT error."""
     return ManagerError(Kind.INVALID_ARGUMENT, message)
