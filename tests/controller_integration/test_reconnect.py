@@ -314,6 +314,43 @@ def test_a_switch_back_within_its_hold_is_resynced_alone(app: SdnMpiApp) -> None
     assert not app._verify and inv.links.get(_UP[0]) == _UP[1] and _DOWN[0] not in inv.links
 
 
+def test_links_reported_gone_before_the_disconnection_are_held_back_too(
+    app: SdnMpiApp,
+) -> None:
+    """os-ken's LLDP app may report a switch's links gone before this app handles
+    the switch's disconnection: its connection is already closed, so they are held
+    back like the links of a switch away, and checked when it is back."""
+    dp = _synced_with_leaf1(app)
+    inv = app.planner.inventory
+    dp.close()  # closed; its state-change event not handled yet
+    for link in (_UP, _DOWN):
+        app._link_delete(_link_event(*link))
+    assert inv.links[_UP[0]] == _UP[1] and inv.links[_DOWN[0]] == _DOWN[1]
+    app._state_change(dp.closed())
+    assert 1 in app._away and app._held_links[1] == {_UP, _DOWN}
+    again = FakeDatapath()
+    again.id = 1
+    app._state_change(again.up())
+    assert set(app._verify[1][1]) == {_UP, _DOWN} and inv.links[_UP[0]] == _UP[1]
+
+
+def test_links_reported_gone_as_one_of_two_connections_closes_are_checked(
+    app: SdnMpiApp,
+) -> None:
+    """The same while the switch has a second connection that carries on: the links
+    are not taken down but checked (LLDP finds them again or they go)."""
+    dp = _synced_with_leaf1(app)
+    newer = FakeDatapath()
+    newer.id = 1
+    app._state_change(newer.up())
+    app.datapaths[1] = dp  # the older one still in use
+    dp.close()
+    app._link_delete(_link_event(*_UP))
+    app._state_change(dp.closed())
+    assert app.datapaths[1] is newer and 1 not in app._held_links
+    assert app.planner.inventory.links[_UP[0]] == _UP[1] and set(app._verify[1][1]) == {_UP}
+
+
 def test_a_switch_not_back_within_its_hold_is_routed_around(app: SdnMpiApp) -> None:
     dp = _synced_with_leaf1(app)
     inv = app.planner.inventory
