@@ -188,8 +188,8 @@ def test_the_agent_units_system_call_filter_allows_what_the_agent_calls(
     """``sdnmpi agent run`` for real (the process the unit starts) under strace, serving a
     rank whose connection it tags, asked for its threads' stacks (SIGUSR1), then stopped:
     every system call it made is one that packaging/systemd/sdnmpi-agent@.service's
-    filter lets through.  (The build machines'
-    PID 1 is not systemd, so the unit itself cannot be started here.)"""
+    filter lets through.  (The build machines' PID 1 is not systemd, so the unit
+    itself cannot be started here.)"""
     if shutil.which("strace") is None or shutil.which("systemd-analyze") is None:
         pytest.fail("needs strace and systemd-analyze (scripts/apt-packages.txt)")
     allowed, denied = _unit_filter(REPO / "packaging" / "systemd" / "sdnmpi-agent@.service")
@@ -222,7 +222,9 @@ def test_the_agent_units_system_call_filter_allows_what_the_agent_calls(
         os.kill(pid, signal.SIGUSR1)  # every thread's stack, into the log (and the trace)
         agent_log = hosts.workdir / "agent.log"
         wait_for(
-            "the stacks in the log", lambda: "most recent call first" in agent_log.read_text(), 20
+            "the stacks in the log",
+            lambda: "thread(s), e.g. MainThread" in agent_log.read_text(),
+            20,
         )
         # the agent itself (strace's child) stops as the unit's SIGTERM would stop it
         os.kill(pid, signal.SIGTERM)

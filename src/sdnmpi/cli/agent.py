@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import faulthandler
 import logging
 import os
 import signal
@@ -13,6 +12,7 @@ from types import FrameType
 
 import typer
 
+from sdnmpi import stacks
 from sdnmpi.cli.configfile import config_option
 from sdnmpi.errors import ConfigError
 
@@ -55,7 +55,7 @@ def run_command(
 ) -> None:
     """Attach the tagger to IFACE (in this network namespace) and serve ranks until SIGTERM.
 
-    SIGUSR1 writes every thread's stack to standard error (the journal under systemd)."""
+    SIGUSR1 logs every thread's stack (the journal under systemd)."""
     from sdnmpi.node.agent import Agent, AgentConfig, LocalTagHub, RemoteTagHub, TagHubApi
 
     if scan_interval_s <= 0:
@@ -77,8 +77,7 @@ def run_command(
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    # in C, so it answers even when the main thread is stuck outside Python
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    stacks.on_sigusr1(logging.getLogger("sdnmpi.node.agent"))
     agent.start()
     try:
         if pidfile is not None:

@@ -19,13 +19,11 @@ import logging
 import os
 import signal
 import socket
-import sys
-import threading
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from sdnmpi import stacks
 from sdnmpi.controller.oskenapp import AppSettings, SdnMpiApp
 from sdnmpi.controller.syncpolicy import lldp_timing, switch_ports
 from sdnmpi.errors import ConfigError
@@ -58,17 +56,6 @@ class ListenConfig:
 
 def _stop(signum: int, frame: FrameType | None) -> None:
     raise _Stop(0)
-
-
-def _log_stacks(signum: int, frame: FrameType | None) -> None:
-    """Log every thread's stack, threads with the same stack counted once (SIGUSR1)."""
-    names = {t.ident: t.name for t in threading.enumerate()}
-    groups: dict[str, list[str]] = {}
-    for ident, top in sys._current_frames().items():
-        text = "".join(traceback.format_stack(top))
-        groups.setdefault(text, []).append(names.get(ident, str(ident)))
-    for text, threads in sorted(groups.items(), key=lambda kv: -len(kv[1])):
-        log.warning("%d thread(s), e.g. %s:\n%s", len(threads), threads[0], text)
 
 
 def _check_free(listen: ListenConfig) -> None:
@@ -122,7 +109,7 @@ def run(settings: AppSettings, listen: ListenConfig) -> None:
     services = manager.instantiate_apps(**contexts)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGUSR1, _log_stacks)
+    stacks.on_sigusr1(log)
     log.info("controller listening on %s:%d", listen.host, listen.port)
     code = 1
     try:
