@@ -12,7 +12,7 @@ from types import FrameType
 
 import typer
 
-from sdnmpi import stacks
+from sdnmpi import daemon
 from sdnmpi.cli.configfile import config_option
 from sdnmpi.errors import ConfigError
 
@@ -77,12 +77,12 @@ def run_command(
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    stacks.on_sigusr1(logging.getLogger("sdnmpi.node.agent"))
+    daemon.on_sigusr1(logging.getLogger("sdnmpi.node.agent"))
     agent.start()
     try:
         if pidfile is not None:
             pidfile.write_text(f"{os.getpid()}\n")
-        stop.wait()
+        daemon.wait(stop)
     finally:
         agent.stop()
         if pidfile is not None:

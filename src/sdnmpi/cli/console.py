@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 
+from sdnmpi import daemon
 from sdnmpi.cli.configfile import config_option
 
 app = typer.Typer(help="The live web console (read-only).", no_args_is_help=True)
@@ -74,5 +75,5 @@ def run_command(
     console.start()
     host = f"[{address}]" if ":" in address else address
     typer.echo(f"console: serving http://{host}:{console.port}/ (read-only)", err=True)
-    done.wait()
+    daemon.wait(done)
     console.close()

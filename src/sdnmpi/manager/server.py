@@ -30,6 +30,7 @@ from typing import Any
 
 import grpc
 
+from sdnmpi import daemon
 from sdnmpi.errors import ConfigError, SdnMpiError
 from sdnmpi.manager.background import Background
 from sdnmpi.manager.files import read_secret
@@ -271,5 +272,5 @@ class ManagerServer:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         self.start()
-        done.wait()
+        daemon.wait(done)
         self.stop()

@@ -1,10 +1,17 @@
-"""Every thread's stack, logged: what the daemons do on SIGUSR1.
+"""What the daemons share for signals: every thread's stack logged on SIGUSR1, and a
+wait for SIGTERM that cannot miss it.
 
-A Python signal handler (run by the main thread between bytecodes, also while it
+The stack dump is a Python signal handler (run by the main thread between bytecodes, also while it
 waits on a lock or an event) reads the frames with :func:`sys._current_frames`
 under the GIL.  :mod:`faulthandler`'s C handler was tried for the node agent first:
 it walks the other threads' frames while they run, and the agent crashed
 (SIGSEGV) when one of them was ending at the moment of the signal.
+
+A Python handler runs in the main thread, and only once that thread runs bytecode.
+A signal the kernel gives another thread (one the main thread's state makes it skip,
+as a tracer's stop does) does not interrupt the main thread's blocking wait, so a
+daemon parked in ``Event.wait()`` could sit on its SIGTERM (a traced agent once did
+not stop in 20 s).  :func:`wait` wakes every ``tick_s`` to run what is pending.
 """
 
 from __future__ import annotations
@@ -37,3 +44,10 @@ def on_sigusr1(log: logging.Logger) -> None:
         log_stacks(log)
 
     signal.signal(signal.SIGUSR1, handler)
+
+
+def wait(event: threading.Event, tick_s: float = 0.5) -> None:
+    """Block until ``event`` is set (by a signal handler), waking every ``tick_s`` so
+    that a signal delivered to another thread is handled within that time."""
+    while not event.wait(tick_s):
+        pass

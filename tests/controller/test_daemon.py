@@ -8,10 +8,11 @@ import logging
 import os
 import signal
 import threading
+import time
 
 import pytest
 
-from sdnmpi import stacks
+from sdnmpi import daemon
 
 
 def _parked(stop: threading.Event) -> None:
@@ -38,7 +39,7 @@ def test_sigusr1_logs_every_threads_stack_while_threads_come_and_go(
     churner.start()
     old = signal.getsignal(signal.SIGUSR1)
     try:
-        stacks.on_sigusr1(log)
+        daemon.on_sigusr1(log)
         with caplog.at_level(logging.WARNING, logger=log.name):
             for _ in range(20):
                 os.kill(os.getpid(), signal.SIGUSR1)
@@ -53,3 +54,30 @@ def test_sigusr1_logs_every_threads_stack_while_threads_come_and_go(
     assert len([m for m in said if "MainThread" in m]) == 20
     grouped = [m for m in said if m.startswith("3 thread(s), e.g. parked-")]
     assert len(grouped) == 20 and all("_parked" in m for m in grouped)
+
+
+def test_wait_ends_on_a_signal_the_kernel_gave_another_thread() -> None:
+    """SIGTERM's handler sets the event, but the signal reached another thread (as
+    when a tracer holds the main thread): the main thread's blocking wait is not
+    interrupted, and ``daemon.wait`` still ends within a tick or two."""
+    done = threading.Event()
+    parked = threading.Event()
+
+    def other() -> None:
+        parked.wait(10)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    old = signal.getsignal(signal.SIGUSR2)
+    signal.signal(signal.SIGUSR2, lambda signum, frame: done.set())
+    try:
+        assert thread.ident is not None
+        threading.Timer(0.2, signal.pthread_kill, (thread.ident, signal.SIGUSR2)).start()
+        started = time.monotonic()
+        daemon.wait(done, tick_s=0.1)
+        took = time.monotonic() - started
+    finally:
+        signal.signal(signal.SIGUSR2, old)
+        parked.set()
+        thread.join()
+    assert done.is_set() and took < 2.0
