@@ -303,7 +303,7 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
         not reached this app yet (with a hold to keep it in): os-ken's LLDP app may
         report its links gone first.  Taking them down then made a job asked again
         after the switch was back fail ("no live link") until LLDP found them again:
-        3 of 7 tries in ``bench_controller.py --reconnect 8``."""
+        4 of 8 retries in ``bench_controller.py --reconnect 8``."""
         if not (self.sync.synced_once and self.cfg.away_hold_s > 0):
             return False
         dp = self.datapaths.get(dpid)
