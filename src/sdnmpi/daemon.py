@@ -1,11 +1,11 @@
 """What the daemons share for signals: every thread's stack logged on SIGUSR1, and a
 wait for SIGTERM that cannot miss it.
 
-The stack dump is a Python signal handler (run by the main thread between bytecodes, also while it
-waits on a lock or an event) reads the frames with :func:`sys._current_frames`
-under the GIL.  :mod:`faulthandler`'s C handler was tried for the node agent first:
-it walks the other threads' frames while they run, and the agent crashed
-(SIGSEGV) when one of them was ending at the moment of the signal.
+The stack dump is a Python signal handler: the main thread runs it between bytecodes
+and reads the frames with :func:`sys._current_frames` under the GIL.
+:mod:`faulthandler`'s C handler was tried for the node agent first: it walks the
+other threads' frames while they run, and the agent crashed (SIGSEGV) when one of
+them was ending at the moment of the signal.
 
 A Python handler runs in the main thread, and only once that thread runs bytecode.
 A signal the kernel gives another thread (one the main thread's state makes it skip,

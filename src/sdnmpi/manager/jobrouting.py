@@ -100,14 +100,6 @@ class _Wait:
     why: str
 
 
-class _ResyncFirstError(Exception):
-    """Raised by :meth:`JobRouting._commit` for :class:`_Wait`."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
-        self.why = why
-
-
 def _now(task: Callable[[], None]) -> None:
     task()
 
@@ -264,10 +256,7 @@ class JobRouting:
         if stale:
             note = (f"planned against the load before job(s) {stale} were routed "
                     f"({REPLANS + 1} tries)")  # fmt: skip
-        try:
-            return self._commit(now, plan, t0, note, may_wait)
-        except _ResyncFirstError as wait:
-            return _Wait(now, wait.why)
+        return self._commit(now, plan, t0, note, may_wait)
 
     def _plan(self, job: Job, topo: Topology, snap: Snapshot) -> _Plan:
         """The job's routes on ``snap`` (run with the lock released)."""
@@ -285,10 +274,12 @@ class JobRouting:
             mine, note = fit.kept, fit.note()
         return _Plan(mine, switch_links(mine), taken, snap, note)
 
-    def _commit(self, job: Job, plan: _Plan, t0: float, note: str, may_wait: bool = False) -> Job:
+    def _commit(
+        self, job: Job, plan: _Plan, t0: float, note: str, may_wait: bool = False
+    ) -> Job | _Wait:
         """Install the plan (lock held): pairs taken since the snapshot are left out.
-        With ``may_wait``, an install taken back for a reconnecting switch raises
-        :class:`_ResyncFirstError` (nothing saved: the job stays STARTING)."""
+        With ``may_wait``, an install taken back for a reconnecting switch gives a
+        :class:`_Wait` (nothing saved: the job stays STARTING)."""
         try:
             self._evict_user_jobs(job)
         except SdnMpiError as exc:
@@ -309,7 +300,7 @@ class JobRouting:
                 )
         except ResyncPendingError as exc:
             if may_wait:  # the controller took it all back already
-                raise _ResyncFirstError(str(exc)) from None
+                return _Wait(job, str(exc))
             job = self._default(job, f"routing failed: {exc}")
             self.events.routing_failed()
         except SdnMpiError as exc:
@@ -429,11 +420,15 @@ class JobRouting:
     def _yield_to_calls(self) -> None:
         """Wait (lock released) while calls' plans are computed, :attr:`yield_s` at
         most: in one process they share the processor, and a call waits for its own."""
-        waited = 0.0
-        while self._computing and waited < self.yield_s:
+        if self._computing:
             with self.unlocked():
-                time.sleep(0.02)
-            waited += 0.02
+                self._wait_for_calls(time.monotonic() + self.yield_s)
+
+    def _wait_for_calls(self, deadline: float) -> None:
+        """Sleep (the lock released by the caller) while calls' plans are computed,
+        until ``deadline`` (monotonic seconds) at most."""
+        while self._computing and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def _polite(self, planner: Planner) -> Planner:
         """``planner`` that first waits (the lock released by its caller) while calls'
@@ -443,8 +438,7 @@ class JobRouting:
         deadline = time.monotonic() + self.yield_s
 
         def plan(req: PlanRequest) -> Routes:
-            while self._computing and time.monotonic() < deadline:
-                time.sleep(0.02)
+            self._wait_for_calls(deadline)
             return planner(req)
 
         return plan

@@ -159,13 +159,14 @@ def within_budget(
     beside eight 64-rank jobs)."""
     fixed = [view.pair_path(r, j) for j, rs in others.items() for r in rs]
     mine = [view.pair_path(r, job_id) for r in routes]
+    both = [*fixed, *mine]
 
     def aggregated() -> Mapping[Hashable, int]:
-        return rulecore.aggregate([*fixed, *mine], view.defaults, view.peer, view.edge).counts()
+        return rulecore.aggregate(both, view.defaults, view.peer, view.edge).counts()
 
-    if budget is None or _exact_rules_fit(view.defaults, [*fixed, *mine], budget):
+    if budget is None or _exact_rules_fit(view.defaults, both, budget):
         return Budgeted(tuple(routes), (), aggregated, budget)
-    score = rulecore.relief([*fixed, *mine], view.defaults, view.peer, view.edge)
+    score = rulecore.relief(both, view.defaults, view.peer, view.edge)
     done = rulecore.fit(mine, view.defaults, view.peer, view.edge, budget, fixed=fixed, score=score)
     admitted = {p.key for p in done.admitted}
     kept = tuple(r for r in routes if (r.src, r.dst) in admitted)
