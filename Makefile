@@ -167,7 +167,7 @@ dist: $(STAMP)
 # C parts. mpibench: build/{mpich,openmpi}/sdnmpi-bench (a flavour whose
 # compiler wrapper is missing is skipped with a message).
 .PHONY: csrc mpibench
-csrc: mpibench replay idle bpf pmpi spank
+csrc: mpibench replay idle sim bpf pmpi spank
 mpibench:
 	$(MAKE) -C csrc/mpibench
 # replay: build/{mpich,openmpi}/sdnmpi-replay, the pattern replayer (and its
@@ -179,6 +179,12 @@ replay:
 .PHONY: idle
 idle:
 	$(MAKE) -C csrc/idle
+# sim: build/sim/libsdnmpi_sim.so, the flow simulator's phase engine in C (the
+# numpy engines give the same results without it, slower), and its unit tests.
+.PHONY: sim
+sim:
+	$(MAKE) -C csrc/sim
+	$(MAKE) -C csrc/sim unit
 # pmpi: build/{mpich,openmpi}/libsdnmpi.so, the LD_PRELOAD PMPI library.
 .PHONY: pmpi
 pmpi:

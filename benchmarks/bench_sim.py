@@ -7,10 +7,11 @@ well under a second, one 1024-rank alltoall phase (about 1M flows) on a
 1024-host fat-tree in seconds.  The MPICH pairwise alltoall on the same
 fat-tree (1023 phases of 1024 flows) is timed in both modes for scale.
 
-Then the batched event loop (``sdnmpi.sim.batch``, phases advanced together,
-fillings resumed) against the reference (every phase alone, ``batched=False``)
-on small cases: seconds of each and their ratio.  The traces are the same bit for
-bit (``tests/sim/test_batch.py``).
+Then the C phase engine (``sdnmpi.sim.native``, csrc/sim; the default when
+built) and the batched numpy loop (``sdnmpi.sim.batch``, phases advanced
+together, fillings resumed) against the reference (every phase alone,
+``batched=False``) on small cases: seconds of each and their ratios.  The traces
+are the same bit for bit (``tests/sim/test_native.py``, ``tests/sim/test_batch.py``).
 
 ``--large`` adds issue 15's two cases, each in a fresh process for its peak
 memory: ``sdnmpi evaluate`` of ``alltoall:nprocs=1024,bytes=65536`` on
@@ -144,10 +145,12 @@ def describe(result: SimResult) -> str:
 
 def batched_vs_reference(
     spec: str, k: int, per_host: int, router: str
-) -> tuple[str, Callable[[], object], Callable[[], object]]:
-    """A pattern under random placement: the batched loop and the reference."""
+) -> tuple[str, list[Callable[[], object]]]:
+    """A pattern under random placement: the C engine, the batched loop and the
+    reference (the C engine's time is empty when its library is not built)."""
     from sdnmpi.catalog import resolve_placement
     from sdnmpi.core.routing import route
+    from sdnmpi.sim import native
 
     topo = fat_tree(k)
     pattern = load_pattern(spec)
@@ -157,11 +160,13 @@ def batched_vs_reference(
     platform = Platform.from_fabric(fabric)
     flowset = FlowSet.from_demands(platform, demands, route(router, fabric, demands))
     label = f"{spec} fat_tree({k}) {router} ({len(demands):,} flows, {demands.nphases} ph)"
-    return (
-        label,
-        lambda: run_phases(platform, flowset),
+    engines: list[Callable[[], object]] = [
+        lambda: run_phases(platform, flowset, native=False),
         lambda: run_phases(platform, flowset, batched=False),
-    )
+    ]
+    if native.available():
+        engines.insert(0, lambda: run_phases(platform, flowset, native=True))
+    return label, engines
 
 
 def _large_alltoall() -> list[str]:
@@ -193,19 +198,23 @@ def _large_ft() -> list[str]:
     from sdnmpi.catalog import resolve_placement
     from sdnmpi.cli.evaluate import DEFAULT_ROUTERS
     from sdnmpi.core.routing import route
+    from sdnmpi.sim import native
 
     topo = fat_tree(8)
     pattern = load_pattern("ft:nprocs=512")
     place = resolve_placement(pattern, topo, "random", ranks_per_host=4, seed=0)
     fabric = Fabric(topo)
     demands = Demands.from_pattern(fabric, pattern, place)
-    out = []
+    out = [f"  engine: {native.status()}"]
     for router in DEFAULT_ROUTERS.split(","):
         routing = route(router, fabric, demands)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = simulate(fabric, demands, routing)
-        seconds = time.perf_counter() - t0
-        out.append(f"  {router:40s} simulate {seconds:7.1f} s, predicted {result.total_s:.4g} s")
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        out.append(
+            f"  {router:40s} simulate {seconds:7.1f} s (CPU {cpu:5.1f} s), x{seconds / 10:.2f} "
+            f"of the 10 s target, {result.events:,} events, predicted {result.total_s:.4g} s"
+        )
     return out
 
 
@@ -260,15 +269,21 @@ def main() -> None:
     for name, fn in cases:
         seconds, result = best(fn, args.repeat)
         print(f"{name:52s} {seconds:9.3f}  {describe(result)}")
-    print(f"\n{'batched vs reference (phases mode)':70s} {'batched':>8s} {'alone':>8s} ratio")
+    print(
+        f"\n{'C engine, batched numpy, reference (phases mode)':70s} "
+        f"{'C':>8s} {'batched':>8s} {'alone':>8s} ratios to alone"
+    )
     for spec, k, per_host, router in (
         ("ft:nprocs=128", 8, 1, "dmodk"),
         ("ft:nprocs=64", 4, 4, "ecmp"),
         ("alltoall:nprocs=128,bytes=65536", 8, 1, "ecmp"),
     ):
-        label, fast, slow = batched_vs_reference(spec, k, per_host, router)
-        t_fast, t_slow = best(fast, 1)[0], best(slow, 1)[0]  # type: ignore[arg-type]
-        print(f"{label:70s} {t_fast:8.3f} {t_slow:8.3f} x{t_slow / t_fast:.1f}")
+        label, engines = batched_vs_reference(spec, k, per_host, router)
+        times = [best(fn, 1)[0] for fn in engines]  # type: ignore[arg-type]
+        if len(times) == 2:
+            times.insert(0, float("nan"))
+        ratios = ", ".join(f"x{times[2] / t:.1f}" for t in times[:2])
+        print(f"{label:70s} {times[0]:8.3f} {times[1]:8.3f} {times[2]:8.3f} {ratios}")
     if args.large:
         print(f"\n{'issue 15 (fresh process each)':52s} {'seconds':>9s}")
         large("alltoall", "alltoall:nprocs=1024,bytes=65536 on fat_tree(16)")

@@ -99,6 +99,9 @@ done
 if [ -f "$BUILD/idle/libsdnmpi_idle.so" ]; then  # the emulator's idle ranks (sdnmpi emu)
     install -D -m 0755 "$BUILD/idle/libsdnmpi_idle.so" "$(d "$LIBDIR")/idle/libsdnmpi_idle.so"
 fi
+if [ -f "$BUILD/sim/libsdnmpi_sim.so" ]; then  # the simulator's C phase engine
+    install -D -m 0755 "$BUILD/sim/libsdnmpi_sim.so" "$(d "$LIBDIR")/sim/libsdnmpi_sim.so"
+fi
 if [ -f "$BUILD/spank/sdnmpi_spank.so" ]; then
     install -D -m 0755 "$BUILD/spank/sdnmpi_spank.so" "$(d "$LIBDIR")/spank/sdnmpi_spank.so"
     install -d "$(d "$SYSCONFDIR")/slurm/plugstack.conf.d"

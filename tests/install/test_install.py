@@ -93,10 +93,14 @@ def test_make_install_puts_every_part_where_the_docs_say(installed: Installed) -
     assert json.loads(shown)["file_found"] is True
     # the installed code finds the installed objects, from anywhere, without variables
     probe = ("from sdnmpi import artefacts; from sdnmpi.node import libbpf; "
-             "from sdnmpi.emu import idle; print(artefacts.root()); "
-             "print(libbpf.object_path('tagger.bpf.o')); print(idle.find_library())")  # fmt: skip
+             "from sdnmpi.emu import idle; from sdnmpi.sim import native; "
+             "print(artefacts.root()); print(libbpf.object_path('tagger.bpf.o')); "
+             "print(idle.find_library()); print(native.available())")  # fmt: skip
     out = run([str(installed.python), "-c", probe], env=clean_env(), cwd="/").stdout.split()
-    assert out == [str(lib), str(lib / "bpf/tagger.bpf.o"), str(lib / "idle/libsdnmpi_idle.so")]
+    assert out == [
+        str(lib), str(lib / "bpf/tagger.bpf.o"), str(lib / "idle/libsdnmpi_idle.so"), "True"
+    ]  # fmt: skip
+    assert (lib / "sim/libsdnmpi_sim.so").is_file()
 
 
 @pytest.mark.toolchain

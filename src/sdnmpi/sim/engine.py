@@ -28,6 +28,7 @@ modes described in :mod:`sdnmpi.sim` on top of :func:`run`.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -316,6 +317,7 @@ def run_phases(
     flow_rates: bool = False,
     rtol: float = RTOL,
     batched: bool = True,
+    native: bool | None = None,
     progress: Progress | None = None,
 ) -> list[PhaseRun]:
     """Each phase on its own, from time 0.
@@ -330,10 +332,14 @@ def run_phases(
 
     ``batched`` runs the phases without serialized exchanges together
     (:mod:`sdnmpi.sim.batch`, the same traces much faster); ``False`` runs
-    every phase alone (the reference).  ``progress(done, total)`` hears how
-    many flows have completed, as they do.
+    every phase alone (the reference).  ``native`` runs those phases on the C
+    engine (:mod:`sdnmpi.sim.native`, the same traces again, faster still, on
+    several threads) when neither timeline nor flow rates are recorded:
+    ``None`` whenever its library is built, ``True`` raises if it is not.
+    ``progress(done, total)`` hears how many flows have completed, as they do.
     """
-    from sdnmpi.sim.batch import batches, run_batch  # batch builds on this module
+    from sdnmpi.sim import native as c_engine  # these build on this module
+    from sdnmpi.sim.batch import batches, run_batch
 
     serialized = flowset.serialized(protocol)
     has_serialized = np.bincount(flowset.phase[serialized], minlength=flowset.nphases) > 0
@@ -349,6 +355,9 @@ def run_phases(
         finished += int(flowset.phase_rows(p).size)
         report(finished, total)
     together = [p for p in range(flowset.nphases) if p not in traces]
+    if _use_native(native, batched, timeline or flow_rates, flowset, c_engine):
+        finished = _native_phases(platform, flowset, together, rtol, traces, report, finished)
+        together = []
     lengths = np.diff(flowset.incidence.indptr)
     entries = np.bincount(flowset.phase, weights=lengths, minlength=flowset.nphases)
     for group in batches(entries[together].astype(np.int64).tolist()):
@@ -371,6 +380,51 @@ def run_phases(
         mean = float(np.mean([t.makespan_s for t in traces[p]]))
         out.append(PhaseRun(flowset.phase_rows(p), traces[p][0], mean))
     return out
+
+
+def _use_native(
+    native: bool | None, batched: bool, recording: bool, flowset: FlowSet, c_engine: Any
+) -> bool:
+    """Whether the phases ``run_phases`` would batch go to the C engine."""
+    if native is False or not batched or recording:
+        return False
+    if native and not c_engine.available():
+        raise SdnMpiError(f"the C phase engine was asked for: {c_engine.status()}")
+    return bool(c_engine.available() and c_engine.integral(flowset.incidence.data))
+
+
+def _native_phases(
+    platform: Platform,
+    flowset: FlowSet,
+    phases: list[int],
+    rtol: float,
+    traces: dict[int, list[Trace]],
+    report: Progress,
+    finished: int,
+) -> int:
+    """``phases`` on the C engine, a phase per task on as many threads as CPUs
+    (the call releases the GIL); returns the flows completed so far."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sdnmpi.sim import native as c_engine
+
+    def one(p: int) -> Trace:
+        rows = flowset.phase_rows(p)
+        return c_engine.run_phase(
+            platform.capacity_bps,
+            flowset.incidence[rows],
+            flowset.size_bits[rows],
+            flowset.latency_s[rows],
+            rtol=rtol,
+        )
+
+    workers = max(1, min(len(phases), len(os.sched_getaffinity(0))))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for p, trace in zip(phases, pool.map(one, phases), strict=True):
+            traces[p] = [trace]
+            finished += int(flowset.phase_rows(p).size)
+            report(finished, len(flowset))
+    return finished
 
 
 def _offset(report: Progress, base: int, total: int, done: int) -> None:
