@@ -218,6 +218,14 @@ def _large_ft() -> list[str]:
     return out
 
 
+def _vm_hwm_kb() -> int:
+    """This process's peak resident set (kB), as ``/proc/self/status`` gives it."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def _in_child(name: str, queue: object) -> None:
     import resource
 
@@ -225,7 +233,9 @@ def _in_child(name: str, queue: object) -> None:
     lines = {"alltoall": _large_alltoall, "ft": _large_ft}[name]()
     seconds = time.perf_counter() - t0
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    peak_mb = usage.ru_maxrss / 1024
+    # VmHWM, not ru_maxrss: a spawned child's ru_maxrss starts at its parent's peak
+    # (Linux keeps the high-water mark across fork and exec), here the small cases'.
+    peak_mb = _vm_hwm_kb() / 1024
     cpu = usage.ru_utime + usage.ru_stime
     queue.put((seconds, cpu, peak_mb, lines))  # type: ignore[attr-defined]
 
