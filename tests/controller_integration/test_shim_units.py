@@ -12,7 +12,7 @@ from os_ken.ofproto.ofproto_protocol import ProtocolDesc  # type: ignore[import-
 
 from sdnmpi.controller import layout, ofcodec
 from sdnmpi.controller.flows import FlowRule, GroupMod, Match, Output, PacketOut, SetField
-from sdnmpi.controller.oskenapp import settle_heap
+from sdnmpi.controller.oskenapp import Heap, settle_heap
 from sdnmpi.controller.packets import arp_request
 from sdnmpi.controller.planner import Planner
 from sdnmpi.controller.portstats import PortStats
@@ -210,5 +210,69 @@ def test_settle_heap_sets_survivors_aside_until_the_next_settle():
         assert alive() is not None  # frozen: not collected
         settle_heap()
         assert alive() is None  # unfrozen, collected, then the rest frozen again
+    finally:
+        gc.unfreeze()
+
+
+class _Node:
+    other: object = None
+
+
+def _cycle() -> weakref.ref:
+    return weakref.ref(_pair())
+
+
+def _pair() -> _Node:
+    a, b = _Node(), _Node()
+    a.other, b.other = b, a  # a reference cycle: only the collector frees it
+    return a
+
+
+def test_heap_pauses_the_collector_during_requests_nested_and_interleaved():
+    heap = Heap()
+    assert gc.isenabled()
+    try:
+        with heap.paused():
+            assert not gc.isenabled()
+            with heap.paused():  # a second request interleaved (green threads)
+                assert not gc.isenabled()
+            assert not gc.isenabled()  # the first is still running
+        assert gc.isenabled()
+        gc.disable()  # disabled by someone else: left disabled
+        with heap.paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_heap_after_a_request_frees_its_cycles_and_sets_survivors_aside():
+    heap = Heap(every=3)
+    try:
+        settle_heap()
+        with heap.paused():
+            dead = _cycle()  # garbage of the request
+            kept = [_Node() for _ in range(100)]  # what it leaves behind
+        assert dead() is not None  # paused: nothing collected yet
+        before = gc.get_freeze_count()
+        heap.after(changed=True)
+        assert dead() is None  # collected before the freeze, never set aside
+        assert gc.get_freeze_count() >= before + len(kept)
+        # a cycle set aside that dies later waits for the settle every `every` requests
+        held = _pair()
+        later = weakref.ref(held)
+        heap.after(changed=True)  # second: set aside while alive
+        del held
+        gc.collect()
+        assert later() is not None  # dead, but set aside: not collected
+        heap.after(changed=False)  # not counted: no state changed
+        gc.collect()
+        assert later() is not None
+        heap.after(changed=True)  # the third: a full settle
+        assert later() is None
+        with heap.paused():  # inside a request, after() waits for the outermost one
+            frozen = gc.get_freeze_count()
+            heap.after(changed=True)
+            assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()

@@ -240,7 +240,7 @@ def aggregated_rules(shaped: rulecore.RuleSet) -> list[FlowRule]:
     out = []
     for dpid, exact in shaped.exact.items():
         for (src, dst), rule in exact.items():
-            match = Match(eth_src=str(src), eth_dst=str(dst))
+            match = Match.pair(str(src), str(dst))
             ck = layout.job_cookie(rule.job)
             out.append(
                 FlowRule(_int(dpid), 0, layout.PRIORITY_JOB, match, (Output(rule.port),), ck)

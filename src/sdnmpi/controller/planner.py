@@ -364,13 +364,19 @@ class Planner:
         assert self._desired is not None
         ck = layout.job_cookie(job_id)
         new = self.job_routes.job_rules(job_id, self.inventory) if job_id in self.jobs else ()
+        changed = []  # one lookup per rule (its key hashes its match: 32,000 for job 2)
         for rule in new:
-            held = self._installed.get(rule.dpid, {}).get(rule.key)
-            if (held is not None and held.cookie != ck) or rule.dpid not in self._installed:
+            table = self._installed.get(rule.dpid)
+            if table is None:
                 return None
-        new_keys = {r.key for r in new}
-        adds = sorted((r for r in new if self._installed[r.dpid].get(r.key) != r), key=_order)
+            held = table.get(rule.key)
+            if held is not None and held.cookie != ck:
+                return None
+            if held != rule:
+                changed.append(rule)
+        adds = sorted(changed, key=_order)
         if job_id in self.jobs:
+            new_keys = {r.key for r in new} if old else set()
             gone = sorted((r for r in old if r.key not in new_keys), key=_order)
             out: list[Message] = [*adds, *(_delete_strict(r) for r in gone)]
         else:
@@ -391,7 +397,10 @@ class Planner:
                 if table.get(rule.key) == rule:  # 10 M checks for a 32,000-rule job)
                     del table[rule.key]
             table.update((r.key, r) for r in by_dpid.get(dpid, ()))
-            desired[dpid] = [r for r in desired[dpid] if r.cookie != ck] + by_dpid.get(dpid, [])
+            kept = desired[dpid]
+            if dpid in old_by_dpid:  # (a new job has none: nothing to filter out)
+                kept = [r for r in kept if r.cookie != ck]
+            desired[dpid] = kept + by_dpid.get(dpid, [])
         self._desired = (self._version(), desired)
         self._synced = self._desired[0]
         usage = self.job_routes.usage  # job rules per switch, as a full sync would count

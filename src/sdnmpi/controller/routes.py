@@ -276,7 +276,7 @@ def default_rules(routes: Iterable[Route], encoding: Encoding = "auto") -> list[
             out.append(FlowRule(dpid, 0, layout.PRIORITY_DEFAULT_DST, match, (Output(main),), ck))
         others = sorted((src, port) for port, srcs in ports.items() if port != main for src in srcs)
         for src, port in others:
-            match = Match(eth_src=src, eth_dst=dst)
+            match = Match.pair(src, dst)
             out.append(FlowRule(dpid, 0, layout.PRIORITY_DEFAULT_PAIR, match, (Output(port),), ck))
     return out
 
@@ -399,7 +399,7 @@ def _default_flow_rules(
                 match = dst_matches[dst] = Match(eth_dst=dst)
         else:
             priority = layout.PRIORITY_DEFAULT_PAIR
-            match = Match(eth_src=macs[s], eth_dst=dst)
+            match = Match.pair(macs[s], dst)
         if (dpid, priority) in checked:
             out.append(FlowRule.add_checked_before(dpid, priority, match, action, ck))
         else:
@@ -420,7 +420,7 @@ def job_rules(job_id: int, routes: Iterable[Route]) -> list[FlowRule]:
     actions: dict[int, tuple[Output]] = {}
     checked: set[int] = set()  # switches with a rule built the checked way
     for route in routes:
-        match = Match(eth_src=route.src_mac, eth_dst=route.dst_mac)
+        match = Match.pair(route.src_mac, route.dst_mac)
         for hop in route.hops[:-1]:
             action = actions.get(hop.out_port)
             if action is None:
