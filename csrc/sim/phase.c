@@ -70,8 +70,9 @@ static void *table(size_t count, size_t size, int *failed)
 static void release_sim(struct sim *s)
 {
 	void *all[] = {
-		s->by_arc_ptr, s->by_arc_end, s->by_arc_flow, s->gone, s->by_arc_weight, s->remaining, s->rate,
-		s->to_go, s->stage, s->live, s->unfrozen, s->active, s->pending, s->scratch,
+		s->by_arc_ptr, s->by_arc_end, s->by_arc_flow, s->gone, s->by_arc_weight,
+		s->remaining, s->rate, s->to_go, s->stage, s->live, s->unfrozen, s->active,
+		s->pending, s->scratch,
 		s->redo, s->load, s->room, s->arc_rate, s->share, s->used, s->saturated,
 		s->in_used, s->dirty, s->dirty_list, s->delta, s->level, s->count,
 		s->ngone, s->hist_top, s->hist_cap,
@@ -201,10 +202,12 @@ static void mark_dirty(struct sim *s, int64_t f)
 	}
 }
 
-/* Filling.leave: the filling resumes at the first stage a leaving flow froze at. */
+/* Filling.leave, for a flow that finished: the filling resumes at the first
+ * stage it froze at; it leaves the arcs' lists at their next compaction. */
 static void leave(struct sim *s, int64_t f)
 {
 	s->live[f] = 0;
+	s->gone[f] = 1;
 	s->rate[f] = INFINITY;
 	if (s->stage[f] < s->resume)
 		s->resume = s->stage[f];
@@ -305,19 +308,6 @@ static int refill(struct sim *s)
 			s->room[a] = s->capacity[a];
 		else if (replay(s, a, from, &s->room[a]))
 			return -1;
-	}
-	{ /* arcs with no load (zero weights only) are not used, as in the reference */
-		int64_t kept = 0;
-
-		for (int64_t i = 0; i < nused; i++) {
-			int64_t a = s->used[i];
-
-			if (s->load[a] > 0.0)
-				s->used[kept++] = a;
-			else
-				s->in_used[a] = 0;
-		}
-		nused = kept;
 	}
 	st = from;
 	level = from > 0 ? s->level[from - 1] : 0.0;
@@ -531,7 +521,9 @@ EXPORT int sdnmpi_sim_phase(int64_t n, int64_t narcs, const int64_t *indptr, con
 		double t0, dt, tol, horizon;
 		int64_t kept = 0, nstart = 0, ia, is, m;
 
-		if (counts[1] > 2 * n + 1) { /* every event ends or starts a flow */
+		/* every event ends or starts a flow: at most 2n events, so the 2n + 1
+		 * segments' room is never exceeded */
+		if (counts[1] >= 2 * n + 1) {
 			say(err, errlen, "no progress after %lld events", (long long)counts[1]);
 			rc = SDNMPI_SIM_ESTALL;
 			break;
@@ -556,7 +548,6 @@ EXPORT int sdnmpi_sim_phase(int64_t n, int64_t narcs, const int64_t *indptr, con
 			if (s.to_go[i] <= horizon) {
 				finish[f] = t;
 				s.remaining[f] = 0.0;
-				s.gone[f] = 1;
 				leave(&s, f);
 			} else {
 				s.active[kept++] = f;

@@ -176,7 +176,7 @@ class Match:
         fields.update(_WILDCARDS)
         fields["eth_src"] = eth_src
         fields["eth_dst"] = eth_dst
-        fields["_hash"] = hash((None, eth_src, eth_dst, *_NINE_NONES))  # as __hash__ does
+        fields["_hash"] = hash((None, eth_src, eth_dst, *_AFTER_DST))  # as __hash__ does
         return match
 
     def __hash__(self) -> int:
@@ -239,7 +239,7 @@ class Match:
 
 _MATCH_FIELDS = tuple(Match.__dataclass_fields__)
 _WILDCARDS = dict.fromkeys(_MATCH_FIELDS)
-_NINE_NONES = (None,) * (len(_MATCH_FIELDS) - 3)  # the fields after in_port, eth_src, eth_dst
+_AFTER_DST = (None,) * (len(_MATCH_FIELDS) - 3)  # the fields after in_port, eth_src, eth_dst
 assert _MATCH_FIELDS[:3] == ("in_port", "eth_src", "eth_dst")
 
 

@@ -338,8 +338,7 @@ def run_phases(
     ``None`` whenever its library is built, ``True`` raises if it is not.
     ``progress(done, total)`` hears how many flows have completed, as they do.
     """
-    from sdnmpi.sim import native as c_engine  # these build on this module
-    from sdnmpi.sim.batch import batches, run_batch
+    from sdnmpi.sim.batch import batches, run_batch  # batch builds on this module
 
     serialized = flowset.serialized(protocol)
     has_serialized = np.bincount(flowset.phase[serialized], minlength=flowset.nphases) > 0
@@ -355,7 +354,7 @@ def run_phases(
         finished += int(flowset.phase_rows(p).size)
         report(finished, total)
     together = [p for p in range(flowset.nphases) if p not in traces]
-    if _use_native(native, batched, timeline or flow_rates, flowset, c_engine):
+    if _use_native(native, batched, timeline or flow_rates, flowset):
         finished = _native_phases(platform, flowset, together, rtol, traces, report, finished)
         together = []
     lengths = np.diff(flowset.incidence.indptr)
@@ -382,10 +381,10 @@ def run_phases(
     return out
 
 
-def _use_native(
-    native: bool | None, batched: bool, recording: bool, flowset: FlowSet, c_engine: Any
-) -> bool:
+def _use_native(native: bool | None, batched: bool, recording: bool, flowset: FlowSet) -> bool:
     """Whether the phases ``run_phases`` would batch go to the C engine."""
+    from sdnmpi.sim import native as c_engine  # it builds on this module
+
     if native is False or not batched or recording:
         return False
     if native and not c_engine.available():
@@ -406,7 +405,7 @@ def _native_phases(
     (the call releases the GIL); returns the flows completed so far."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from sdnmpi.sim import native as c_engine
+    from sdnmpi.sim import native as c_engine  # it builds on this module
 
     def one(p: int) -> Trace:
         rows = flowset.phase_rows(p)

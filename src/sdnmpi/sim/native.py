@@ -35,7 +35,8 @@ LIBRARY = "sim/libsdnmpi_sim.so"
 #: Set to ``0`` to run the numpy engines even when the library is built.
 ENV = "SDNMPI_SIM_NATIVE"
 
-_EINPUT, _ENOMEM, _ESTALL = 1, 2, 3
+#: sdnmpi_sim_phase's code for "no flow can progress" (its message is the reference's).
+_ESTALL = 3
 _P_I64 = ctypes.POINTER(ctypes.c_int64)
 _P_F64 = ctypes.POINTER(ctypes.c_double)
 
