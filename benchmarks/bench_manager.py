@@ -38,8 +38,8 @@ from __future__ import annotations
 import argparse
 import functools
 import multiprocessing
+import os
 import random
-import resource
 import statistics
 import threading
 import time
@@ -51,6 +51,7 @@ from sdnmpi import catalog
 from sdnmpi.core import workloads
 from sdnmpi.core.generators import fat_tree
 from sdnmpi.core.routing import Fabric
+from sdnmpi.emu.scale import process_stats
 from sdnmpi.formats import native
 from sdnmpi.manager import planning
 from sdnmpi.manager.background import Background
@@ -143,7 +144,8 @@ def largest(router: str, release: bool = True) -> dict[str, float]:
     cond = threading.Condition()
     if release:
         svc.unlocked = functools.partial(released, cond)
-    base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # VmHWM, not ru_maxrss: in a spawned child ru_maxrss starts at the parent's peak.
+    base_mib = process_stats(os.getpid())["peak_rss_mib"]
     t0 = time.perf_counter()
     svc.create_job(SCHED, CreateJob(1, "largest", 0, nprocs, pattern_name=spec, router=router))
     create_s = time.perf_counter() - t0
@@ -171,15 +173,15 @@ def largest(router: str, release: bool = True) -> dict[str, float]:
     done.set()
     looker.join()
     assert job.state is JobState.ROUTED, job.detail
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak_mib = process_stats(os.getpid())["peak_rss_mib"]
     return {
         "create_s": create_s,
         "route_s": route_s,
         "getjob_max_s": max(waits),
         "getjob_calls": float(len(waits)),
         "pairs": float(len(job.routes)),
-        "peak_mib": peak_kib / 1024,
-        "added_mib": (peak_kib - base_kib) / 1024,
+        "peak_mib": peak_mib,
+        "added_mib": peak_mib - base_mib,
     }
 
 

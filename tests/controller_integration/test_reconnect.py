@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import doctest
+import json
+import socket
 import struct
 import threading
 import time
@@ -22,7 +24,7 @@ from os_ken.controller.handler import (  # type: ignore[import-untyped]
 from os_ken.lib import hub  # type: ignore[import-untyped]
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser  # type: ignore[import-untyped]
 
-from sdnmpi.controller import outbox
+from sdnmpi.controller import oskenapp, outbox
 from sdnmpi.controller.api import Answer
 from sdnmpi.controller.flows import Barrier, FlowRule, Message
 from sdnmpi.controller.oskenapp import AppSettings, SdnMpiApp
@@ -413,3 +415,26 @@ def test_a_request_taken_back_for_a_switch_away_says_retry(app: SdnMpiApp) -> No
     with app.lock:
         answer, _ = app._send_or_undo(request())
     assert answer.reply == {"ok": False, "error": "taken back (barriers not confirmed in time)"}
+
+
+def test_an_api_request_over_the_line_limit_is_refused_and_its_connection_closed(
+    app: SdnMpiApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API reads a request line up to MAX_REQUEST_BYTES: a request under it is
+    answered; a longer one gets an error and the connection is closed without its rest
+    being read (a client cannot make the controller buffer an endless line)."""
+    monkeypatch.setattr(oskenapp, "MAX_REQUEST_BYTES", 4096)
+    ours, theirs = socket.socketpair()
+    served = threading.Thread(target=app._api_client, args=(ours,), daemon=True)
+    served.start()
+    with theirs, theirs.makefile("rwb") as stream:
+        stream.write(b'{"op": "jobs"}\n')
+        stream.flush()
+        assert json.loads(stream.readline())["ok"] is True
+        stream.write(b'{"op": "jobs", "pad": "' + b"x" * 8192 + b'"}\n')
+        stream.flush()
+        reply = json.loads(stream.readline())
+        assert reply["ok"] is False and "longer than 4096 bytes" in reply["error"]
+        assert stream.readline() == b""  # closed
+    served.join(5)
+    assert not served.is_alive()

@@ -225,3 +225,17 @@ def test_inspection_requests_are_what_the_controller_checks(serve: Callable[...,
     for req in srv.requests:
         assert set(req) <= controller_api.OPS[req["op"]]
         assert inspectapi.check(req) == req["op"]
+
+
+def test_a_request_longer_than_the_controller_reads_is_not_sent(
+    serve: Callable[..., Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    srv = serve(ok(flow_mods=0, switches=0, seconds=0.0))
+    monkeypatch.setattr(controller_api, "MAX_REQUEST_BYTES", 200)
+    client = Client(srv.path, timeout_s=2)
+    small = {("h1", "h2"): ["h1", "s1", "h2"]}
+    client.install_job(1, small)
+    big = {(f"h{i}", f"h{i + 1}"): [f"h{i}", "s1", f"h{i + 1}"] for i in range(20)}
+    with pytest.raises(controller_api.ControllerApiError, match="more than the 200 the controller"):
+        client.install_job(2, big)
+    assert [r["job_id"] for r in srv.requests] == [1] and srv.connections == 1

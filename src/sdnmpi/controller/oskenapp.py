@@ -90,6 +90,7 @@ from sdnmpi.controller.portstats import (
 )
 from sdnmpi.controller.syncpolicy import SyncPolicy, discovery_complete
 from sdnmpi.errors import ConfigError, SdnMpiError
+from sdnmpi.wire.controller_api import MAX_REQUEST_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -812,8 +813,17 @@ class SdnMpiApp(app_manager.OSKenApp):  # type: ignore[misc]
     def _api_client(self, conn: socket.socket) -> None:
         # A large job's request is a line of megabytes (1.1 MB for 16,384 pairs): read
         # in large chunks, not the default 8 KiB (each a green-thread switch).
+        # A line is read up to MAX_REQUEST_BYTES: a longer one is refused and the
+        # connection closed (its rest is never read, so it cannot exhaust memory).
         with conn, conn.makefile("rwb", buffering=API_READ_BUFFER) as stream:
-            for line in stream:
+            while line := stream.readline(MAX_REQUEST_BYTES + 1):
+                if len(line) > MAX_REQUEST_BYTES:
+                    self.metrics.error("api_refused")
+                    log.warning("API request longer than %d bytes refused", MAX_REQUEST_BYTES)
+                    too_long = f"request longer than {MAX_REQUEST_BYTES} bytes: connection closed"
+                    stream.write(json.dumps({"ok": False, "error": too_long}).encode() + b"\n")
+                    stream.flush()
+                    return
                 with self.heap.paused():
                     reply = self.api_request(line)
                 stream.write(json.dumps(reply).encode() + b"\n")

@@ -86,6 +86,10 @@ OPS: Final[dict[str, frozenset[str]]] = {
 }  # fmt: skip
 #: A reply longer than this is refused (a whole fabric's topology or job table fits).
 MAX_REPLY_BYTES: Final = 256 * 1024 * 1024
+#: A request line longer than this is refused by the controller, which then closes the
+#: connection, and not sent by :class:`Client` (a 16,384-pair job is 1.1 MB; every host
+#: pair of 1024 hosts about 70 MB).
+MAX_REQUEST_BYTES: Final = 256 * 1024 * 1024
 
 #: (source host, destination host) -> node names of the path, source and destination
 #: included, as ``install_job`` takes them and ``jobs`` returns them.
@@ -397,9 +401,15 @@ class Client:
     # --- the connection ---
     def _exchange(self, request: dict[str, Any]) -> dict[str, Any]:
         try:
+            data = json.dumps(request).encode() + b"\n"
+            if len(data) > MAX_REQUEST_BYTES + 1:
+                raise ControllerApiError(
+                    f"controller API {self.path}: request of {len(data):,} bytes, more than "
+                    f"the {MAX_REQUEST_BYTES:,} the controller reads"
+                )
             sock, stream = self._connection()
             t0 = time.monotonic()
-            sock.sendall(json.dumps(request).encode() + b"\n")
+            sock.sendall(data)
             line = stream.readline(MAX_REPLY_BYTES + 1)
             self.last_seconds = time.monotonic() - t0
         except OSError as exc:
