@@ -89,7 +89,47 @@ def test_preloaded_ucx_progress_sleeps_only_when_it_found_nothing(idle_build: Pa
     assert _progress_time(idle_build, 10, 0, LD_PRELOAD=lib, SDNMPI_IDLE_US="0") < 0.04
 
 
-def test_only_sched_yield_and_ucx_progress_are_exported(idle_build: Path) -> None:
+def test_an_idle_ucx_worker_waits_on_its_descriptor_for_at_most_the_sleep(
+    idle_build: Path,
+) -> None:
+    """An empty pass arms the worker and waits on its event descriptor: an event there
+    (or events pending at arming) returns at once, where a fixed sleep would wait; a
+    descriptor that stays quiet waits the schedule's sleep; a worker without one, or
+    SDNMPI_IDLE_WAKE=0, sleeps as before."""
+    lib = str(idle_build / "libsdnmpi_idle.so")
+    slow = {"LD_PRELOAD": lib, "SDNMPI_IDLE_US": "5000"}
+    assert _progress_time(idle_build, 10, 0, **slow, FAKEUCP_EFD="ready") < 0.04
+    assert _progress_time(idle_build, 10, 0, **slow, FAKEUCP_ARM="busy") < 0.04
+    assert _progress_time(idle_build, 10, 0, **slow, FAKEUCP_EFD="quiet") >= 0.05
+    assert _progress_time(idle_build, 10, 0, **slow, FAKEUCP_EFD="none") >= 0.05
+    no_wake = {**slow, "SDNMPI_IDLE_WAKE": "0"}
+    assert _progress_time(idle_build, 10, 0, **no_wake, FAKEUCP_EFD="ready") >= 0.05
+
+
+def _features(idle_build: Path, mask: int, features: int, **env: str) -> int:
+    out = subprocess.run(
+        [str(idle_build / "progresser"), "init", hex(mask), hex(features)],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(out.stdout, 16)
+
+
+def test_ucx_contexts_ask_for_wake_up_unless_ranks_spin(idle_build: Path) -> None:
+    """UCP_FEATURE_WAKEUP (bit 4) joins the features a context asks for (bit 0 of
+    the field mask says they are given), and nothing else changes."""
+    lib = str(idle_build / "libsdnmpi_idle.so")
+    tag_rma = 0x1 | 0x2
+    assert _features(idle_build, 0x1, tag_rma, LD_PRELOAD=lib) == tag_rma | 0x10
+    assert _features(idle_build, 0x0, tag_rma, LD_PRELOAD=lib) == tag_rma
+    assert _features(idle_build, 0x1, tag_rma, LD_PRELOAD=lib, SDNMPI_IDLE_US="0") == tag_rma
+    assert _features(idle_build, 0x1, tag_rma, LD_PRELOAD=lib, SDNMPI_IDLE_WAKE="0") == tag_rma
+    assert _features(idle_build, 0x1, tag_rma) == tag_rma
+
+
+def test_only_sched_yield_and_the_ucx_calls_it_wraps_are_exported(idle_build: Path) -> None:
     out = subprocess.run(
         ["nm", "-D", "--defined-only", str(idle_build / "libsdnmpi_idle.so")],
         capture_output=True,
@@ -97,7 +137,7 @@ def test_only_sched_yield_and_ucx_progress_are_exported(idle_build: Path) -> Non
         check=True,
     ).stdout
     exported = sorted(ln.split()[-1] for ln in out.splitlines() if " T " in ln)
-    assert exported == ["sched_yield", "ucp_worker_progress"]
+    assert exported == ["sched_yield", "ucp_init_version", "ucp_worker_progress"]
 
 
 def test_idle_env_puts_the_library_first_and_keeps_the_callers_values() -> None:
