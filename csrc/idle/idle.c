@@ -76,17 +76,27 @@ static void configure(void)
 	configured = 1;
 }
 
-/* One idle pass: sleep on the schedule (the caller checked cfg.first_ns). */
-static void nap_once(void)
+/* One idle pass: sleep on the schedule (the caller checked cfg.first_ns), or
+ * with fd >= 0 wait on that descriptor for at most as long (an event on it
+ * ends the wait at once). */
+static void nap_once(int fd)
 {
 	struct timespec now;
 	struct timespec nap;
+	struct pollfd pfd;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	sleep_ns = sdn_idle_next(&cfg, sleep_ns, ns_between(&last_return, &now));
 	nap.tv_sec = 0;
 	nap.tv_nsec = sleep_ns;
-	nanosleep(&nap, NULL);
+	if (fd >= 0) {
+		pfd.fd = fd;
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		ppoll(&pfd, 1, &nap, NULL);
+	} else {
+		nanosleep(&nap, NULL);
+	}
 	clock_gettime(CLOCK_MONOTONIC, &last_return);
 }
 
@@ -96,7 +106,7 @@ __attribute__((visibility("default"))) int sched_yield(void)
 		configure();
 	if (cfg.first_ns == 0)
 		return (int)syscall(SYS_sched_yield);
-	nap_once();
+	nap_once(-1);
 	return 0;
 }
 
@@ -135,20 +145,27 @@ static void *ucx_symbol(const char *name)
 	return sym;
 }
 
+/* A UCX function found behind this library; only a caller linked against UCX
+ * calls the wrappers that need one, so a missing one is said once and fatal. */
+static void *required_symbol(const char *name)
+{
+	void *sym = ucx_symbol(name);
+
+	if (sym == NULL) {
+		fprintf(stderr, "libsdnmpi_idle: %s not found: %s\n", name, dlerror());
+		abort();
+	}
+	return sym;
+}
+
 /* UCX's ucp_worker_progress(ucp_worker_h), found behind this library. */
 static progress_fn next_progress(void)
 {
 	static progress_fn next;
-	void *sym;
 
 	if (next == NULL) {
-		sym = ucx_symbol("ucp_worker_progress");
-		if (sym == NULL) {
-			/* only a caller linked against UCX gets here: say why, once */
-			fprintf(stderr, "libsdnmpi_idle: ucp_worker_progress not found: %s\n",
-				dlerror());
-			abort();
-		}
+		void *sym = required_symbol("ucp_worker_progress");
+
 		/* POSIX guarantees dlsym's object pointer converts to a function */
 		_Static_assert(sizeof(sym) == sizeof(next), "function pointer size");
 		memcpy(&next, &sym, sizeof(next));
@@ -164,15 +181,10 @@ __attribute__((visibility("default"))) int ucp_init_version(unsigned api_major_v
 							   void **context_p)
 {
 	static init_fn next;
-	void *sym;
 
 	if (next == NULL) {
-		sym = ucx_symbol("ucp_init_version");
-		if (sym == NULL) {
-			fprintf(stderr, "libsdnmpi_idle: ucp_init_version not found: %s\n",
-				dlerror());
-			abort();
-		}
+		void *sym = required_symbol("ucp_init_version");
+
 		memcpy(&next, &sym, sizeof(next));
 	}
 	if (!configured)
@@ -220,26 +232,10 @@ static int armed_fd(void *worker)
  * schedule's sleep (a message wakes it at once), else sleep. */
 static void wait_worker(void *worker)
 {
-	struct timespec now;
-	struct timespec nap;
-	struct pollfd pfd;
 	int fd = wake ? armed_fd(worker) : -2;
 
-	if (fd == -1)
-		return;
-	if (fd == -2) {
-		nap_once();
-		return;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	sleep_ns = sdn_idle_next(&cfg, sleep_ns, ns_between(&last_return, &now));
-	nap.tv_sec = 0;
-	nap.tv_nsec = sleep_ns;
-	pfd.fd = fd;
-	pfd.events = POLLIN;
-	pfd.revents = 0;
-	ppoll(&pfd, 1, &nap, NULL);
-	clock_gettime(CLOCK_MONOTONIC, &last_return);
+	if (fd != -1) /* -1: events to progress at once */
+		nap_once(fd);
 }
 
 __attribute__((visibility("default"))) unsigned ucp_worker_progress(void *worker)

@@ -400,13 +400,13 @@ class Client:
 
     # --- the connection ---
     def _exchange(self, request: dict[str, Any]) -> dict[str, Any]:
+        data = json.dumps(request).encode() + b"\n"
+        if len(data) > MAX_REQUEST_BYTES + 1:
+            raise ControllerApiError(
+                f"controller API {self.path}: request of {len(data):,} bytes, more than "
+                f"the {MAX_REQUEST_BYTES:,} the controller reads"
+            )
         try:
-            data = json.dumps(request).encode() + b"\n"
-            if len(data) > MAX_REQUEST_BYTES + 1:
-                raise ControllerApiError(
-                    f"controller API {self.path}: request of {len(data):,} bytes, more than "
-                    f"the {MAX_REQUEST_BYTES:,} the controller reads"
-                )
             sock, stream = self._connection()
             t0 = time.monotonic()
             sock.sendall(data)
