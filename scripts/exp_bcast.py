@@ -174,9 +174,10 @@ DURATION_S = 2.0
 
 def sweep_timeout(points: Sequence[BcastPoint], way: str, duration_s: float) -> float:
     """Seconds a sweep may take: its predicted time (per size the untimed call and the
-    timed ones) with margin.  MPICH's ranks often hang in ``MPI_Finalize`` on the
-    emulator after printing their results; the run is stopped at this timeout and its
-    printed results kept, so the margin is what such a run wastes."""
+    timed ones) with margin.  MPICH's ranks often hung in ``MPI_Finalize`` on the
+    emulator after printing their results (until 2026-11-29, when the idle library began
+    progressing finishing ranks, src/sdnmpi/emu/mpi.py); a run is still stopped at this
+    timeout and its printed results kept, so the margin is what such a run wastes."""
     total = 0.0
     for p in points:
         t = p.replicated_s if way == "replicated" and p.nbytes >= THRESHOLD else p.library_s

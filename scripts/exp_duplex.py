@@ -127,9 +127,10 @@ def _run(name: str, bench: str, kind: str, size: int, iters: int, env: list[str]
 
 def _rate(name: str, program: list[str], env: list[str], flavour: str) -> tuple[float, bool]:
     """One run's bytes per second, and whether it hung after measuring.  MPICH over UCX
-    sometimes hangs in MPI_Finalize across namespaces (ENVIRONMENT.md): a run is
-    stopped after 120 s, and its figure kept if rank 0 had printed it (the measurement
-    had ended); a run that failed before is run again once."""
+    hung in MPI_Finalize across namespaces in up to half the runs until the idle
+    library kept finishing ranks progressing (2026-11-29, src/sdnmpi/emu/mpi.py): a run
+    is stopped after 120 s, and its figure kept if rank 0 had printed it (the
+    measurement had ended); a run that failed before is run again once."""
     for attempt in (1, 2):
         try:
             doc, _ = harness.mpirun_json(

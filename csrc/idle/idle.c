@@ -36,12 +36,33 @@
  * descriptor, for at most the schedule's sleep: a message wakes the rank at
  * once, as a spinning rank would see it, without the spinning.  A worker
  * without a descriptor (or SDNMPI_IDLE_WAKE=0) sleeps as before.
+ *
+ * A finishing rank keeps answering its peers.  MPICH 4.0's MPI_Finalize
+ * (Debian 12's) closes its UCX endpoints with ucp_disconnect_nb(), progresses
+ * until its own closes complete, and then waits in a PMI barrier without
+ * progressing UCX.  A peer whose close still needs an answer from that rank
+ * then waits for ever: with UCX over TCP across the emulator's namespaces,
+ * 4 of 6 two-rank runs of `sdnmpi-bench bw` (64 KiB) hung so (2026-11-29;
+ * backtraces: one rank reading its PMI socket, the other in
+ * ucp_worker_progress under PMPI_Finalize).  MPICH removed that barrier
+ * upstream in July 2023 (pmodels/mpich#6596).  So the library wraps
+ * MPI_Finalize to know that a rank is finishing, and once such a rank has
+ * closed an endpoint, a thread of its own progresses the rank's worker
+ * whenever the rank has not done so for KEEP_QUIET_NS (it has left its
+ * progress loop), until the rank destroys the worker or releases its address.
+ * The thread and the rank's own calls of the UCX functions a finishing rank
+ * uses (progress, closing, completing and releasing requests) take one lock,
+ * so the worker is never used by two threads at once.  SDNMPI_IDLE_KEEP=0
+ * turns it off.  Open MPI ranks (TCP BTL) never reach it.
+ *
  * Nothing else is intercepted.  Parsing is in idle_parse.c so that tests can
  * call it without the interposition.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sched.h>
 #include <stdio.h>
@@ -64,15 +85,18 @@ static long ns_between(const struct timespec *a, const struct timespec *b)
 }
 
 static int wake = 1; /* UCX workers wait on their event descriptor */
+static int keep = 1; /* a finishing rank's worker keeps being progressed */
 
 static void configure(void)
 {
 	const char *w = getenv("SDNMPI_IDLE_WAKE");
+	const char *k = getenv("SDNMPI_IDLE_KEEP");
 
 	if (sdn_idle_parse(getenv("SDNMPI_IDLE_US"), &cfg) != 0)
 		sdn_idle_parse(NULL, &cfg); /* a bad value: the defaults, never a crash */
 	sleep_ns = cfg.first_ns;
 	wake = cfg.first_ns != 0 && !(w != NULL && strcmp(w, "0") == 0);
+	keep = !(k != NULL && strcmp(k, "0") == 0);
 	configured = 1;
 }
 
@@ -113,6 +137,14 @@ __attribute__((visibility("default"))) int sched_yield(void)
 /* UCX's prototypes (ucp/api/ucp.h), with handles as opaque pointers and
  * ucs_status_t as int (an enum): this library needs no UCX headers. */
 unsigned ucp_worker_progress(void *worker);
+void *ucp_disconnect_nb(void *ep);
+void *ucp_ep_close_nbx(void *ep, const void *param);
+int ucp_request_is_completed(void *request);
+void ucp_request_release(void *request);
+void ucp_request_free(void *request);
+void ucp_worker_release_address(void *worker, void *address);
+void ucp_worker_destroy(void *worker);
+int MPI_Finalize(void);
 int ucp_init_version(unsigned api_major_version, unsigned api_minor_version, const void *params,
 		     const void *config, void **context_p);
 typedef unsigned (*progress_fn)(void *worker);
@@ -228,20 +260,223 @@ static int armed_fd(void *worker)
 	return status == UCS_OK ? fd : -2;
 }
 
+/* -- A finishing rank keeps answering its peers (see the top) ------------- */
+
+#define KEEP_QUIET_NS 10000000L /* the rank has not progressed for 10 ms */
+#define KEEP_PASS_NS 1000000L	/* the thread looks every 1 ms */
+
+static pthread_mutex_t ucx_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static int finishing;	  /* MPI_Finalize was entered */
+static int locking;	  /* the thread runs: the rank's UCX calls take ucx_lock */
+static int depth;	  /* the rank's wrapped UCX calls in progress (UCX may nest them) */
+static void *last_worker; /* the worker the rank progressed last */
+static pthread_t keeper;
+static atomic_int keeper_stop;
+static atomic_long last_progress_ns;
+
+static long now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long)t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+/* Store the function NAME found behind this library in *fn (a function pointer
+ * of SIZE bytes), once. */
+static void resolve(void *fn, size_t size, const char *name)
+{
+	void *sym = required_symbol(name);
+
+	memcpy(fn, &sym, size);
+}
+
+/* Around each of the rank's UCX calls: 1 if it took the lock. */
+static int hold(void)
+{
+	depth++;
+	if (!locking)
+		return 0;
+	pthread_mutex_lock(&ucx_lock);
+	return 1;
+}
+
+static void unhold(int held)
+{
+	if (held)
+		pthread_mutex_unlock(&ucx_lock);
+	depth--;
+}
+
+static void *keep_answering(void *worker)
+{
+	struct timespec pass = {0, KEEP_PASS_NS};
+
+	while (!atomic_load(&keeper_stop)) {
+		nanosleep(&pass, NULL);
+		if (now_ns() - atomic_load(&last_progress_ns) < KEEP_QUIET_NS)
+			continue; /* the rank is still in its own progress loop */
+		pthread_mutex_lock(&ucx_lock);
+		if (!atomic_load(&keeper_stop))
+			next_progress()(worker);
+		pthread_mutex_unlock(&ucx_lock);
+	}
+	return NULL;
+}
+
+/* After a finishing rank closed an endpoint (outside any other UCX call). */
+static void start_keeper(void)
+{
+	if (!configured)
+		configure();
+	if (!keep || !finishing || locking || depth != 0 || last_worker == NULL)
+		return;
+	atomic_store(&keeper_stop, 0);
+	atomic_store(&last_progress_ns, now_ns());
+	locking = 1;
+	if (pthread_create(&keeper, NULL, keep_answering, last_worker) != 0)
+		locking = 0; /* no thread: the rank finishes as it would without us */
+}
+
+/* Before the worker goes away. */
+static void stop_keeper(void)
+{
+	if (!locking)
+		return;
+	atomic_store(&keeper_stop, 1);
+	pthread_join(keeper, NULL);
+	locking = 0;
+}
+
+__attribute__((visibility("default"))) int MPI_Finalize(void)
+{
+	static int (*next)(void);
+
+	if (next == NULL)
+		resolve(&next, sizeof(next), "MPI_Finalize");
+	finishing = 1;
+	return next();
+}
+
+__attribute__((visibility("default"))) void *ucp_disconnect_nb(void *ep)
+{
+	static void *(*next)(void *);
+	void *request;
+	int held;
+
+	if (next == NULL)
+		resolve(&next, sizeof(next), "ucp_disconnect_nb");
+	held = hold();
+	request = next(ep);
+	unhold(held);
+	start_keeper();
+	return request;
+}
+
+__attribute__((visibility("default"))) void *ucp_ep_close_nbx(void *ep, const void *param)
+{
+	static void *(*next)(void *, const void *);
+	void *request;
+	int held;
+
+	if (next == NULL)
+		resolve(&next, sizeof(next), "ucp_ep_close_nbx");
+	held = hold();
+	request = next(ep, param);
+	unhold(held);
+	start_keeper();
+	return request;
+}
+
+__attribute__((visibility("default"))) int ucp_request_is_completed(void *request)
+{
+	static int (*next)(void *);
+	int done;
+	int held;
+
+	if (next == NULL)
+		resolve(&next, sizeof(next), "ucp_request_is_completed");
+	held = hold();
+	done = next(request);
+	unhold(held);
+	return done;
+}
+
+/* A request handed back to UCX (NAME: ucp_request_release or ucp_request_free),
+ * under the lock. */
+static void give_back(void (**next)(void *), const char *name, void *request)
+{
+	int held;
+
+	if (*next == NULL)
+		resolve(next, sizeof(*next), name);
+	held = hold();
+	(*next)(request);
+	unhold(held);
+}
+
+__attribute__((visibility("default"))) void ucp_request_release(void *request)
+{
+	static void (*next)(void *);
+
+	give_back(&next, "ucp_request_release", request);
+}
+
+__attribute__((visibility("default"))) void ucp_request_free(void *request)
+{
+	static void (*next)(void *);
+
+	give_back(&next, "ucp_request_free", request);
+}
+
+__attribute__((visibility("default"))) void ucp_worker_release_address(void *worker,
+								      void *address)
+{
+	static void (*next)(void *, void *);
+
+	if (next == NULL)
+		resolve(&next, sizeof(next), "ucp_worker_release_address");
+	stop_keeper();
+	next(worker, address);
+}
+
+__attribute__((visibility("default"))) void ucp_worker_destroy(void *worker)
+{
+	static void (*next)(void *);
+
+	if (next == NULL)
+		resolve(&next, sizeof(next), "ucp_worker_destroy");
+	stop_keeper();
+	if (worker == last_worker)
+		last_worker = NULL;
+	next(worker);
+}
+
 /* One idle pass of a UCX worker: wait on its descriptor for at most the
  * schedule's sleep (a message wakes it at once), else sleep. */
 static void wait_worker(void *worker)
 {
-	int fd = wake ? armed_fd(worker) : -2;
+	int fd = -2;
 
+	if (wake) {
+		int held = hold();
+
+		fd = armed_fd(worker);
+		unhold(held);
+	}
 	if (fd != -1) /* -1: events to progress at once */
 		nap_once(fd);
 }
 
 __attribute__((visibility("default"))) unsigned ucp_worker_progress(void *worker)
 {
+	int held = hold();
 	unsigned events = next_progress()(worker);
 
+	last_worker = worker;
+	if (finishing)
+		atomic_store(&last_progress_ns, now_ns());
+	unhold(held);
 	if (events == 0) {
 		if (!configured)
 			configure();

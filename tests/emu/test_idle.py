@@ -129,6 +129,33 @@ def test_ucx_contexts_ask_for_wake_up_unless_ranks_spin(idle_build: Path) -> Non
     assert _features(idle_build, 0x1, tag_rma) == tag_rma
 
 
+def _finish(idle_build: Path, **env: str) -> dict[str, int]:
+    out = subprocess.run(
+        [str(idle_build / "finisher")],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.split()
+    return {out[i]: int(out[i + 1]) for i in range(0, len(out), 2)}
+
+
+def test_a_finishing_rank_keeps_answering_until_its_worker_goes(idle_build: Path) -> None:
+    """MPICH 4.0's MPI_Finalize waits in a PMI barrier after closing its endpoints,
+    progressing nothing, so a peer whose close needs an answer hangs.  Preloaded, the
+    library progresses the worker while the rank sits there (the stand-in's barrier ends
+    after 50 passes, or after about a second with none), never at the same time as one
+    of the rank's own UCX calls (it asks every millisecond whether its request
+    completed), and not after the worker was destroyed."""
+    lib = str(idle_build / "libsdnmpi_idle.so")
+    kept = _finish(idle_build, LD_PRELOAD=lib)
+    assert kept == {"answered": 50, "overlaps": 0, "after_destroy": 0}
+    assert _finish(idle_build, LD_PRELOAD=lib, SDNMPI_IDLE_US="0")["answered"] == 50
+    assert _finish(idle_build, LD_PRELOAD=lib, SDNMPI_IDLE_KEEP="0")["answered"] == 0
+    assert _finish(idle_build)["answered"] == 0
+
+
 def test_only_sched_yield_and_the_ucx_calls_it_wraps_are_exported(idle_build: Path) -> None:
     out = subprocess.run(
         ["nm", "-D", "--defined-only", str(idle_build / "libsdnmpi_idle.so")],
@@ -137,7 +164,19 @@ def test_only_sched_yield_and_the_ucx_calls_it_wraps_are_exported(idle_build: Pa
         check=True,
     ).stdout
     exported = sorted(ln.split()[-1] for ln in out.splitlines() if " T " in ln)
-    assert exported == ["sched_yield", "ucp_init_version", "ucp_worker_progress"]
+    assert exported == [
+        "MPI_Finalize",
+        "sched_yield",
+        "ucp_disconnect_nb",
+        "ucp_ep_close_nbx",
+        "ucp_init_version",
+        "ucp_request_free",
+        "ucp_request_is_completed",
+        "ucp_request_release",
+        "ucp_worker_destroy",
+        "ucp_worker_progress",
+        "ucp_worker_release_address",
+    ]
 
 
 def test_idle_env_puts_the_library_first_and_keeps_the_callers_values() -> None:

@@ -166,8 +166,9 @@ def mpirun_command(
     mpi: str = typer.Option(
         "openmpi",
         "--mpi",
-        help="openmpi (default) or mpich. MPICH's UCX-over-TCP sometimes hangs in "
-        "MPI_Finalize across namespaces: use --timeout with it.",
+        help="openmpi (default) or mpich. MPICH 4.0's MPI_Finalize can hang over "
+        "UCX/TCP; the idle library (--idle-us) keeps finishing ranks answering, and "
+        "--timeout bounds a run.",
     ),
     hosts: str | None = typer.Option(
         None, "--hosts", help="Comma-separated hosts to use, in rank order (default: the first)."
