@@ -6,7 +6,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ sys.path.insert(0, str(HERE))
 
 import appout  # noqa: E402
 import apptrace  # noqa: E402
+import hpcc_watch  # noqa: E402
 import hpccinf  # noqa: E402
 
 # -- LAMMPS -------------------------------------------------------------------
@@ -221,3 +225,40 @@ def test_sections(tmp_path: Path) -> None:
     assert res["A"]["bytes"] == 1000 + 100 + 70000
     assert res["B"]["bytes"] == 2 * 100 + 2 * 70000
     assert res["A"]["seconds"] == pytest.approx(1.5)
+
+
+# -- hpcc_watch ----------------------------------------------------------------
+
+
+def _append_at(path: Path, line: str, stamp_ns: int) -> None:
+    """Append ``line`` with the file's modification time ``stamp_ns``, in one step
+    (a new file with the old content renamed over it), as the watcher must see it."""
+    tmp = path.with_suffix(".new")
+    tmp.write_bytes(path.read_bytes() + line.encode() + b"\n")
+    os.utime(tmp, ns=(stamp_ns, stamp_ns))
+    os.replace(tmp, path)
+
+
+def test_watch_stamps_a_section_with_the_write_not_the_poll(tmp_path: Path) -> None:
+    out = tmp_path / "hpccoutf.txt"
+    out.write_text("an earlier run's lines\nBegin of OLD section.\n")
+    times = tmp_path / "times.json"
+    box: dict[str, Any] = {}
+    watcher = threading.Thread(
+        target=lambda: box.update(hpcc_watch.watch(out, times, timeout=20.0, interval=0.005))
+    )
+    watcher.start()
+    time.sleep(0.1)
+    base = 1_700_000_000_000_000_000  # long before now: a poll's own clock cannot match it
+    _append_at(out, "Begin of MPIFFT section.", base)
+    time.sleep(0.1)
+    _append_at(out, "Vector size: 65536", base + 1)
+    time.sleep(0.1)
+    _append_at(out, "End of MPIFFT section.", base + 660_000_000)
+    time.sleep(0.1)
+    _append_at(out, "End of HPC Challenge tests.", base + 700_000_000)
+    watcher.join(timeout=20.0)
+    assert not watcher.is_alive()
+    assert box["complete"]
+    assert box["sections"] == {"MPIFFT": [base / 1e9, (base + 660_000_000) / 1e9]}
+    assert json.loads(times.read_text())["sections"] == box["sections"]

@@ -171,6 +171,18 @@ def test_a_gap_beyond_the_tolerance_names_the_known_effect() -> None:
     assert "the switches waited for a core dmodk 10 % of the run" in row.reason
 
 
+def test_rows_from_saved_give_todays_reason_for_a_sections_gap(tmp_path: Path) -> None:
+    fft = _app(label="HPCC", figure="HPCC", case="4 ranks")["units"]["loop time"]
+    fft["predicted_comm_s"]["dmodk"] = 40.0  # 1.40 measured against 2.47: over 15 %
+    app = _app(label="HPCC", figure="HPCC", case="4 ranks", units={"MPIFFT": fft})
+    (tmp_path / "apps.json").write_text(json.dumps({"apps": {"hpcc": app}}))
+    (row, *_) = exp_apps.rows_from_saved(tmp_path)
+    assert row.figure == "HPCC (MPIFFT)"
+    assert "a reason" not in row.reason  # the saved run's reason is replaced
+    assert exp_apps.UNIT_GAP[("hpcc", "MPIFFT")] in row.reason
+    assert row.measured == pytest.approx(28.0 / 20.0)  # the run's figures are kept
+
+
 def test_share_rows_per_routing_that_measured_one() -> None:
     shares = [r for r in apps_report.app_rows(_app()) if r.metric == "comm_share_pct"]
     assert [r.case for r in shares] == [
