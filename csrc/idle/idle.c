@@ -42,7 +42,7 @@
  * until its own closes complete, and then waits in a PMI barrier without
  * progressing UCX.  A peer whose close still needs an answer from that rank
  * then waits for ever: with UCX over TCP across the emulator's namespaces,
- * 4 of 6 two-rank runs of `sdnmpi-bench bw` (64 KiB) hung so (2026-11-29;
+ * 6 of 8 two-rank runs of `sdnmpi-bench bw` (64 KiB) hung so (2026-11-29;
  * backtraces: one rank reading its PMI socket, the other in
  * ucp_worker_progress under PMPI_Finalize).  MPICH removed that barrier
  * upstream in July 2023 (pmodels/mpich#6596).  So the library wraps
