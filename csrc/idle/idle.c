@@ -190,18 +190,24 @@ static void *required_symbol(const char *name)
 	return sym;
 }
 
+/* Store the function NAME found behind this library in *fn (a function pointer
+ * of SIZE bytes). */
+static void resolve(void *fn, size_t size, const char *name)
+{
+	void *sym = required_symbol(name);
+
+	/* POSIX guarantees dlsym's object pointer converts to a function */
+	_Static_assert(sizeof(sym) == sizeof(progress_fn), "function pointer size");
+	memcpy(fn, &sym, size);
+}
+
 /* UCX's ucp_worker_progress(ucp_worker_h), found behind this library. */
 static progress_fn next_progress(void)
 {
 	static progress_fn next;
 
-	if (next == NULL) {
-		void *sym = required_symbol("ucp_worker_progress");
-
-		/* POSIX guarantees dlsym's object pointer converts to a function */
-		_Static_assert(sizeof(sym) == sizeof(next), "function pointer size");
-		memcpy(&next, &sym, sizeof(next));
-	}
+	if (next == NULL)
+		resolve(&next, sizeof(next), "ucp_worker_progress");
 	return next;
 }
 
@@ -214,11 +220,8 @@ __attribute__((visibility("default"))) int ucp_init_version(unsigned api_major_v
 {
 	static init_fn next;
 
-	if (next == NULL) {
-		void *sym = required_symbol("ucp_init_version");
-
-		memcpy(&next, &sym, sizeof(next));
-	}
+	if (next == NULL)
+		resolve(&next, sizeof(next), "ucp_init_version");
 	if (!configured)
 		configure();
 	if (wake && params != NULL) {
@@ -280,15 +283,6 @@ static long now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (long)t.tv_sec * 1000000000L + t.tv_nsec;
-}
-
-/* Store the function NAME found behind this library in *fn (a function pointer
- * of SIZE bytes), once. */
-static void resolve(void *fn, size_t size, const char *name)
-{
-	void *sym = required_symbol(name);
-
-	memcpy(fn, &sym, size);
 }
 
 /* Around each of the rank's UCX calls: 1 if it took the lock. */

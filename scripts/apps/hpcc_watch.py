@@ -41,7 +41,10 @@ def watch(path: Path, out: Path, timeout: float, interval: float = 0.02) -> dict
     sections: dict[str, list[float | None]] = {}
     pos, buf, deadline, done = start, "", time.monotonic() + timeout, False
     while not done and time.monotonic() < deadline:
-        st = path.stat() if path.exists() else None
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            st = None
         if st is not None and st.st_size > pos:
             now = st.st_mtime_ns / 1e9
             with path.open("rb") as fh:
