@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from sdnmpi.emu import fabriclock
+from sdnmpi.emu import fabriclock, runner
+from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -101,10 +102,18 @@ def _fabric_lock(request: pytest.FixtureRequest) -> Iterator[None]:
     calibrate`` queue on the same lock, so a test run and an experiment (another
     session's ``make reproduce``, say) wait for each other instead of failing.  The
     experiments these tests start inherit the hold (``fabriclock.LOCK_HELD_ENV``).
+    Holding it, the module first removes fabrics a killed run left behind
+    (``sdnmpi emu down --stale``).
     """
     integration = request.node.get_closest_marker("integration") is not None
     if not integration or os.geteuid() != 0:
         yield
         return
     with fabriclock.fabric_lock(lambda msg: print(f"\n{request.node.name}: {msg}", flush=True)):
+        # with the lock held nothing else is building a fabric: one whose switch daemon
+        # is gone is what an earlier run killed before its teardown left (it holds the
+        # datapath every test here needs)
+        removed = runner.down_stale(DEFAULT_STATE_ROOT)
+        if removed:
+            print(f"\n{request.node.name}: removed stale fabrics {removed}", flush=True)
         yield

@@ -167,3 +167,20 @@ def test_l2_learning_forwards_on_a_loop_free_fabric(fabrics: Fabrics):
     sdnmpi(
         "emu", "exec", "h2", "--name", plan.name, "--", "sh", "-c", "sleep 300 >/dev/null 2>&1 &"
     )
+
+
+def test_down_stale_removes_a_crashed_fabric_and_keeps_a_live_one(fabrics: Fabrics):
+    """What a run killed before its teardown leaves (the switch daemons gone, everything
+    else there) blocks the next ``emu up``: ``emu down --stale`` removes it, and leaves a
+    fabric whose daemons run alone."""
+    plan = fabrics.up("stale")
+    live = sdnmpi("emu", "down", "--stale")
+    assert live.returncode == 0, live.stderr
+    assert plan.name not in live.stdout and plan.state_dir.exists()
+    pids = daemon_pids(plan)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    res = sdnmpi("emu", "down", "--stale")
+    assert res.returncode == 0, res.stderr
+    assert f"stale fabrics removed: {plan.name}" in res.stdout
+    assert_clean(plan, pids)

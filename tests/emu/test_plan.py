@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import subprocess
 import sys
@@ -525,3 +526,20 @@ def test_a_busy_datapath_names_the_fabrics_that_hold_it(tmp_path: Path) -> None:
         daemon.wait()
     assert "live (running)" in why
     assert "stale (its switch daemon is gone: `sdnmpi emu down --name stale`)" in why
+
+
+def test_stale_fabrics_are_those_no_daemon_runs_and_no_up_is_building(tmp_path: Path) -> None:
+    """A complete fabric whose switch daemon is gone is stale; an unfinished one only once
+    its state has not changed for STALE_BUILD_S (an ``up`` in progress writes it at every
+    step, before its daemon starts)."""
+    from sdnmpi.emu.runner import STALE_BUILD_S, stale_fabrics
+
+    for name, complete in (("done", True), ("building", False), ("garbled", None)):
+        (tmp_path / name / "ovs").mkdir(parents=True)
+        state = tmp_path / name / "state.json"
+        state.write_text("{not json" if complete is None else json.dumps({"complete": complete}))
+        (tmp_path / name / "ovs" / "ovs-vswitchd.pid").write_text(f"{os.getpid()}\n")
+    now = time.time()
+    assert stale_fabrics(tmp_path, now=now) == ["done", "garbled"]
+    assert stale_fabrics(tmp_path, now=now + STALE_BUILD_S + 1) == ["building", "done", "garbled"]
+    assert stale_fabrics(tmp_path / "nothing-here") == []

@@ -102,9 +102,23 @@ def up_command(
 
 
 @app.command("down")
-def down_command(name: str = NAME, state_root: Path = STATE_ROOT, verbose: bool = VERBOSE) -> None:
+def down_command(
+    name: str = NAME,
+    state_root: Path = STATE_ROOT,
+    verbose: bool = VERBOSE,
+    stale: bool = typer.Option(
+        False,
+        "--stale",
+        help="Instead of --name: remove every fabric whose switch daemon is gone "
+        "(what a run killed before its teardown leaves behind).",
+    ),
+) -> None:
     """Remove the fabric: daemons (by pidfile), namespaces, veths, run directory. Idempotent."""
     _logging(verbose)
+    if stale:
+        removed = runner.down_stale(state_root)
+        console.print(f"stale fabrics removed: {', '.join(removed) or 'none'}", highlight=False)
+        return
     if runner.down(name, state_root=state_root):
         console.print(f"fabric {name} removed", highlight=False)
     else:
