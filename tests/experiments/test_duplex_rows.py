@@ -99,6 +99,18 @@ def test_a_case_is_the_median_of_its_pairs_of_runs(monkeypatch: pytest.MonkeyPat
     assert "median of 3 pairs of runs: x1.35, x1.44, x1.86" in row.reason
 
 
+def test_a_race_is_the_mean_of_its_pairs_of_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MPICH's default exchange is a race whose outcome sticks to a run: its case's
+    figure is the mean of its pairs, what the model predicts, not one kind's median."""
+    _fake_rates(monkeypatch, [1.0e6, 1.18e6, 1.0e6, 1.19e6, 1.0e6, 1.65e6])
+    case = exp_duplex.measure("n", "mpich", "default", 1 << 20, 12, reps=3, race=True)
+    assert case["ratio"] == pytest.approx((1.18 + 1.19 + 1.65) / 3)
+    case |= {"mpi": "mpich", "setting": "default", "size": 1 << 20, "protocol": "mpich",
+             "predicted": 1.39, "iters": 12}  # fmt: skip
+    (row,) = exp_duplex.rows([case], 0.01)
+    assert "mean of 3 pairs of runs (12 timed iterations each): x1.18, x1.19, x1.65" in row.reason
+
+
 def test_a_failed_pair_is_noted_and_all_failed_is_an_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
