@@ -304,7 +304,8 @@ def main() -> int:
     ap.add_argument("--calibration", type=Path, help="sdnmpi calibrate's output.")
     ap.add_argument("--json", type=Path, help="Also write the cases here.")
     ap.add_argument("--reps", type=int, help=f"Pairs of runs per case (default {REPS}, "
-                    "quick 1; MPICH default: at least 6); the figure is their median ratio (a race: mean).")  # fmt: skip
+                    "quick 1; a race: at least 6); the figure is their median "
+                    "ratio (a race's: their mean).")  # fmt: skip
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("exp_duplex: needs root (emulated fabric)", file=sys.stderr)
