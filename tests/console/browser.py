@@ -1,7 +1,7 @@
 """Headless Chromium (Debian's) driven over the Chrome DevTools Protocol: open a page,
 evaluate JavaScript, take a screenshot.  One websocket (``websocket-client``), no driver
-binary.  The browser runs in its own process group with a new empty profile; ``close``
-ends that group and removes the profile."""
+binary.  The browser runs in its own process group with a new empty profile and dies with
+the test process; ``close`` ends that group and removes the profile."""
 
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ import websocket
 from sdnmpi.testing.waits import wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
+#: util-linux's setpriv execs Chromium with a parent-death signal: the kernel kills it
+#: when the test process dies, even by SIGKILL (a CI timeout) where ``close`` never runs,
+#: and its helpers follow it.
+DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -44,9 +48,10 @@ class Browser:
 
     def __init__(self, log: Path) -> None:
         self.profile = Path(tempfile.mkdtemp(prefix="sdnmpi-chromium-"))
+        argv = [*DIE_WITH_PARENT, str(CHROMIUM), *FLAGS, f"--user-data-dir={self.profile}"]
         with log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [str(CHROMIUM), *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+                [*argv, "about:blank"],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

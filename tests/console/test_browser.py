@@ -71,16 +71,16 @@ def test_console_shows_a_running_mpi_jobs_paths_and_loads(tmp_path: Path, sock_d
     exe = bench()
     model = leaf_spine(2, 2, 2)
     procs: list[subprocess.Popen[bytes]] = []
-    browser: Browser | None = None
+    browsers: list[Browser] = []  # filled as soon as it starts: closed however _run ends
     # the controller's defaults: port statistics every 2 s, every 0.5 s while watched
     with controlled_fabric(tmp_path, model, "con") as (
         plan,
         ctl,
     ):
         try:
-            browser = _run(tmp_path, sock_dir, model, plan, ctl, exe, procs)
+            _run(tmp_path, sock_dir, model, plan, ctl, exe, procs, browsers)
         finally:
-            if browser is not None:
+            for browser in browsers:
                 browser.close()
             for proc in procs:
                 stop(proc)
@@ -94,7 +94,8 @@ def _run(
     ctl: Controller,
     exe: Path,
     procs: list[subprocess.Popen[bytes]],
-) -> Browser:
+    browsers: list[Browser],
+) -> None:
     mgr_sock = sock_dir / "manager.sock"
     procs.append(start([*SDNMPI, "manager", "run", "--socket", str(mgr_sock), "--db",
                         str(sock_dir / "m.db"), "--controller-api", str(ctl.api_path)],
@@ -132,6 +133,7 @@ def _run(
     }
 
     browser = Browser(tmp_path / "chromium.log")
+    browsers.append(browser)
     browser.open(f"http://127.0.0.1:{port}/")
     drawn = (
         f"[...document.querySelectorAll('line.path[data-job=\"{JOB}\"]')].map(e => e.dataset.link)"
@@ -197,7 +199,6 @@ def _run(
     )
     with ManagerClient(str(sock_dir / "manager.sock")) as mgr:
         mgr.finish_job(JOB)
-    return browser
 
 
 def _polls_live(ctl: Controller) -> None:
