@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sdnmpi.emu import fabriclock, runner
+from sdnmpi.emu import fabriclock, stale
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 
 REPO = Path(__file__).resolve().parent.parent
@@ -113,7 +113,7 @@ def _fabric_lock(request: pytest.FixtureRequest) -> Iterator[None]:
         # with the lock held nothing else is building a fabric: one whose switch daemon
         # is gone is what an earlier run killed before its teardown left (it holds the
         # datapath every test here needs)
-        removed = runner.down_stale(DEFAULT_STATE_ROOT)
+        removed = stale.down_stale(DEFAULT_STATE_ROOT)
         if removed:
             print(f"\n{request.node.name}: removed stale fabrics {removed}", flush=True)
         yield

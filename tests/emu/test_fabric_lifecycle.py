@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from sdnmpi.core.generators import leaf_spine
-from sdnmpi.emu import runner
+from sdnmpi.emu import runner, slurm
 from sdnmpi.emu.naming import netns_name
 from sdnmpi.emu.plan import make_plan
 from tests.emu.support import (
@@ -171,12 +171,15 @@ def test_l2_learning_forwards_on_a_loop_free_fabric(fabrics: Fabrics):
 
 def test_down_stale_removes_a_crashed_fabric_and_keeps_a_live_one(fabrics: Fabrics):
     """What a run killed before its teardown leaves (the switch daemons gone, everything
-    else there) blocks the next ``emu up``: ``emu down --stale`` removes it, and leaves a
-    fabric whose daemons run alone."""
+    else there, Slurm's daemons included) blocks the next ``emu up``: ``emu down
+    --stale`` removes it, and leaves a fabric whose daemons run alone."""
     plan = fabrics.up("stale")
+    lay = slurm.up(plan.name)
+    slurmds = list(json.loads(lay.daemons.read_text()).values())
     live = sdnmpi("emu", "down", "--stale")
     assert live.returncode == 0, live.stderr
     assert plan.name not in live.stdout and plan.state_dir.exists()
+    assert all(_runs(pid) for pid in slurmds)
     pids = daemon_pids(plan)
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
@@ -184,3 +187,12 @@ def test_down_stale_removes_a_crashed_fabric_and_keeps_a_live_one(fabrics: Fabri
     assert res.returncode == 0, res.stderr
     assert f"stale fabrics removed: {plan.name}" in res.stdout
     assert_clean(plan, pids)
+    assert not [pid for pid in slurmds if _runs(pid)]
+
+
+def _runs(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (this process started Slurm's daemons)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

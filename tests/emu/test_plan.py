@@ -532,7 +532,7 @@ def test_stale_fabrics_are_those_no_daemon_runs_and_no_up_is_building(tmp_path: 
     """A complete fabric whose switch daemon is gone is stale; an unfinished one only once
     its state has not changed for STALE_BUILD_S (an ``up`` in progress writes it at every
     step, before its daemon starts)."""
-    from sdnmpi.emu.runner import STALE_BUILD_S, stale_fabrics
+    from sdnmpi.emu.stale import STALE_BUILD_S, stale_fabrics
 
     for name, complete in (("done", True), ("building", False), ("garbled", None)):
         (tmp_path / name / "ovs").mkdir(parents=True)

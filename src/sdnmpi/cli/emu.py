@@ -16,6 +16,7 @@ from sdnmpi import catalog
 from sdnmpi.cli.units import bps
 from sdnmpi.emu import mpi as emu_mpi
 from sdnmpi.emu import runner
+from sdnmpi.emu import stale as stale_fabrics
 from sdnmpi.emu.idle import DEFAULT_IDLE_US, check_idle_us, find_library
 from sdnmpi.emu.plan import DEFAULT_LINK_SCALE, DEFAULT_STATE_ROOT, DEFAULT_TCP_CONGESTION
 from sdnmpi.emu.queues import DEFAULT_QUEUES, QUEUES_ENV
@@ -116,7 +117,7 @@ def down_command(
     """Remove the fabric: daemons (by pidfile), namespaces, veths, run directory. Idempotent."""
     _logging(verbose)
     if stale:
-        removed = runner.down_stale(state_root)
+        removed = stale_fabrics.down_stale(state_root)
         console.print(f"stale fabrics removed: {', '.join(removed) or 'none'}", highlight=False)
         return
     if runner.down(name, state_root=state_root):
