@@ -173,7 +173,7 @@ def test_down_stale_removes_a_crashed_fabric_and_keeps_a_live_one(fabrics: Fabri
     """What a run killed before its teardown leaves (the switch daemons gone, everything
     else there, Slurm's daemons included) blocks the next ``emu up``: ``emu down
     --stale`` removes it, and leaves a fabric whose daemons run alone."""
-    plan = fabrics.up("stale")
+    plan = fabrics.up("stale", "--l2-learning")  # Slurm needs traffic between hosts
     lay = slurm.up(plan.name)
     slurmds = list(json.loads(lay.daemons.read_text()).values())
     live = sdnmpi("emu", "down", "--stale")
