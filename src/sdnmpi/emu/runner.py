@@ -227,6 +227,12 @@ def _preflight(plan: FabricPlan) -> None:
         raise FabricStateError(f"fabric {plan.name!r}: these already exist: {clashes}")
 
 
+def switch_daemon_runs(fabric_dir: Path) -> bool:
+    """Whether the switch daemon of the fabric recorded in ``fabric_dir`` runs (a run
+    killed before its teardown leaves the fabric's other resources without it)."""
+    return daemon_pid(fabric_dir / "ovs" / "ovs-vswitchd.pid") is not None
+
+
 def netdev_in_use(state_root: Path) -> str:
     """Why a new fabric cannot start while ``ovs-netdev`` exists, naming the fabrics
     recorded under ``state_root`` and whether their switch daemon still runs (a run
@@ -238,7 +244,7 @@ def netdev_in_use(state_root: Path) -> str:
     found = []
     for state in sorted(state_root.glob("*/state.json")):
         name = state.parent.name
-        if daemon_pid(state.parent / "ovs" / "ovs-vswitchd.pid") is not None:
+        if switch_daemon_runs(state.parent):
             found.append(f"{name} (running)")
         else:
             found.append(f"{name} (its switch daemon is gone: `sdnmpi emu down --name {name}`)")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sdnmpi.emu import slurm
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
-from sdnmpi.emu.runner import daemon_pid, down
+from sdnmpi.emu.runner import down, switch_daemon_runs
 from sdnmpi.errors import SdnMpiError
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ def stale_fabrics(state_root: Path, *, now: float | None = None) -> list[str]:
     now = time.time() if now is None else now
     found = []
     for path in sorted(state_root.glob("*/state.json")):
-        if daemon_pid(path.parent / "ovs" / "ovs-vswitchd.pid") is not None:
+        if switch_daemon_runs(path.parent):
             continue
         try:
             complete = json.loads(path.read_text()).get("complete") is True
