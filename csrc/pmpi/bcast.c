@@ -2,6 +2,7 @@
 #include "bcast.h"
 
 #include <arpa/inet.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,14 +72,14 @@ struct comm_state {
 };
 
 static struct {
-	int on, world_rank, keyval;
+	int on, joined, world_rank, keyval;
 	struct settings set;
 	uint64_t reasons[R_COUNT], replicated;
-	unsigned said;
+	unsigned said, kept;
 	struct sdn_rb_sender_stats tx;
 	struct sdn_rb_receiver_stats rx;
 	struct sdn_mc_counters io;
-} B = {0, 0, MPI_KEYVAL_INVALID, {0, 0, 0, 0, 0, 0, 0, 0}, {0}, 0, 0, {0}, {0}, {0}};
+} B = {0, 0, 0, MPI_KEYVAL_INVALID, {0, 0, 0, 0, 0, 0, 0, 0}, {0}, 0, 0, 0, {0}, {0}, {0}};
 
 /* Print a fallback's reason once per process. */
 static void say_once(enum reason r, const char *detail)
@@ -93,18 +94,36 @@ static void say_once(enum reason r, const char *detail)
 /* The deciding rank (the root) keeps why, for the record it broadcasts. */
 static char why[R_COUNT][DETAIL_LEN];
 
+/* A reason a rank other than world rank 0 would have said, kept for MPI_Finalize,
+ * where world rank 0 says what it has not said itself (gather_reasons). */
+static char kept[R_COUNT][DETAIL_LEN];
+
+/* Say a reason once per job: world rank 0 at once, any other rank at MPI_Finalize
+ * through world rank 0 (a job that never finalizes loses those lines, not its data). */
+static void tell(enum reason r, const char *detail)
+{
+	if (B.world_rank == 0) {
+		say_once(r, detail);
+		return;
+	}
+	if (B.kept & (1u << r))
+		return;
+	B.kept |= 1u << r;
+	copy_detail(kept[r], detail);
+}
+
 static void note(enum reason r, const char *detail)
 {
 	copy_detail(why[r], detail);
 }
 
 /* Every rank of the communicator knows the reason (setup record, outcome); only its
- * printer says it: world rank 0 whenever it is a member, so once per job whatever
- * the root, not once per root. */
+ * printer tells it: world rank 0 whenever it is a member, else the communicator's
+ * rank 0, whose reasons world rank 0 says at MPI_Finalize. */
 static void announce(const struct comm_state *cs, int r, const char *detail)
 {
 	if (cs->printer && r >= 0 && r < R_COUNT)
-		say_once((enum reason)r, detail[0] ? detail : "no detail");
+		tell((enum reason)r, detail[0] ? detail : "no detail");
 }
 
 /* -- per communicator ------------------------------------------------------------ */
@@ -528,7 +547,7 @@ static int big_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm
 	if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
 		B.reasons[R_INTERCOMM]++;
 		if (root == MPI_ROOT)
-			say_once(R_INTERCOMM, "an intercommunicator");
+			tell(R_INTERCOMM, "an intercommunicator");
 		return PMPI_Bcast(buf, count, type, root, comm);
 	}
 	PMPI_Comm_get_attr(comm, B.keyval, &cs, &found);
@@ -575,9 +594,39 @@ void sdn_bcast_init(const struct sdn_config *cfg, int world_rank)
 					  B.set.open_timeout_ms, B.set.window, B.set.stats, 1,
 					  group, port};
 	PMPI_Bcast(&B.set, sizeof(B.set), MPI_BYTE, 0, MPI_COMM_WORLD);
+	B.joined = 1; /* every rank took part: MPI_Finalize's gather_reasons is safe */
 	if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &B.keyval, NULL) ==
 	    MPI_SUCCESS)
 		B.on = 1;
+}
+
+/* World rank 0 says the reasons only other ranks kept: for each, the lowest world
+ * rank that kept it broadcasts its detail.  Collective over MPI_COMM_WORLD, in every
+ * rank's MPI_Finalize after sdn_bcast_init's broadcast (so all or none of them). */
+static void gather_reasons(void)
+{
+	int mine[R_COUNT], low[R_COUNT];
+
+	for (int r = 0; r < R_COUNT; r++)
+		mine[r] = (B.kept & (1u << r)) ? B.world_rank : INT_MAX;
+	if (PMPI_Allreduce(mine, low, R_COUNT, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+		return;
+	for (int r = 0; r < R_COUNT; r++) {
+		char detail[DETAIL_LEN + 48] = "";
+
+		if (low[r] == INT_MAX)
+			continue;
+		if (B.world_rank == low[r])
+			copy_detail(detail, kept[r]);
+		if (PMPI_Bcast(detail, DETAIL_LEN, MPI_CHAR, low[r], MPI_COMM_WORLD) != MPI_SUCCESS)
+			return;
+		detail[DETAIL_LEN - 1] = '\0';
+		if (B.world_rank == 0) {
+			size_t n = strlen(detail);
+			snprintf(detail + n, sizeof(detail) - n, "; seen by world rank %d", low[r]);
+			say_once((enum reason)r, detail);
+		}
+	}
 }
 
 void sdn_bcast_finish(void)
@@ -585,6 +634,9 @@ void sdn_bcast_finish(void)
 	char reasons[256] = "";
 	size_t used = 0;
 
+	if (B.joined)
+		gather_reasons();
+	B.joined = 0;
 	if (!B.on || !B.set.stats)
 		return;
 	for (int r = 0; r < R_COUNT; r++)
