@@ -21,7 +21,7 @@ import json
 import statistics
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +238,8 @@ class Run:
     routes: dict[str, Any] | None = None
     #: Why the job's first attempt failed at start (it then ran once more), or "".
     retried: str = ""
+    #: Each unit's pattern from the run's own trace (runs traced in profile mode).
+    parts: dict[str, Pattern | None] = field(default_factory=dict)
 
 
 def unit_summary(
@@ -246,23 +248,41 @@ def unit_summary(
     u: str,
     pred: Mapping[str, Any],
     profile_comm_s: float | None = None,
+    own: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """One unit's measured and predicted figures (the input of :func:`app_rows`).
 
-    Runs that report their communication share (LAMMPS's breakdown) give one share
-    row per routing; otherwise (HPCC) the profile run's share from its trace is the
-    only one, predicted with ``profile_comm_s`` (its block placement under D-mod-K).
+    Runs that report their communication share (LAMMPS's breakdown, or a trace of the
+    run) give one share row per routing; the profile run's share from its trace is one
+    more, predicted with ``profile_comm_s`` (its block placement under D-mod-K).
+
+    ``own``: per routing, :func:`predict` of each run's own traced traffic (ours routed
+    from the job's pattern, ``pred``'s); the routing's prediction is then their mean
+    (an application whose traffic differs between runs), and ``pred``, from the
+    profile's pattern, is kept as ``predicted_profile_pattern_s``.
     """
     others = [x.other_s[u] for rs in runs.values() for x in rs if u in x.other_s]
     other = statistics.fmean(others) if others else prof.other_s.get(u, 0.0)
     shares = {r: [x.comm_share[u] for x in rs if u in x.comm_share] for r, rs in runs.items()}
     predicted = {r: float(pred[r]) for r in ROUTINGS}
+    span = list(pred["ecmp_range"])
     cpu = {r: [x.cpu[u] for x in rs] for r, rs in runs.items()}
     source = "LAMMPS's Comm + Kspace share of the loop"
     if profile_comm_s is not None:
-        shares, predicted["profile"] = {"profile": [prof.comm_share[u]]}, profile_comm_s
+        traced = any(shares.values())
+        shares = {**(shares if traced else {}), "profile": [prof.comm_share[u]]}
+        predicted["profile"] = profile_comm_s
         cpu["profile"] = [prof.cpu[u]]
-        source = "time in MPI calls in the section (libsdnmpi trace of the profile run)"
+        source = "time in MPI calls in the section (libsdnmpi trace of the " + (
+            "run)" if traced else "profile run)"
+        )
+    out: dict[str, Any] = {}
+    if own is not None and all(own.get(r) for r in ROUTINGS):
+        out["predicted_profile_pattern_s"] = {r: predicted[r] for r in ROUTINGS}
+        out["predicted_own_s"] = {r: [float(p[r]) for p in own[r]] for r in ROUTINGS}
+        predicted.update({r: statistics.fmean(out["predicted_own_s"][r]) for r in ROUTINGS})
+        span = [min(p["ecmp_range"][0] for p in own["ecmp"]),
+                max(p["ecmp_range"][1] for p in own["ecmp"])]  # fmt: skip
     return {
         "measured_s": {r: [x.units[u] for x in rs] for r, rs in runs.items()},
         "wall_s": {r: [x.wall_s for x in rs] for r, rs in runs.items()},
@@ -271,10 +291,11 @@ def unit_summary(
         "comm_share": shares,
         "other_s": other,
         "predicted_comm_s": predicted,
-        "predicted_ecmp_range_s": pred["ecmp_range"],
+        "predicted_ecmp_range_s": span,
         "bound_gain": pred["bound_gain"],
         "profile_s": prof.units[u],
         "share_source": source,
+        **out,
     }
 
 

@@ -39,8 +39,11 @@ section): a CPU-bound run gives ``cpu-bound`` rows, not routing results.
 Predictions: the recorded pattern (HPCC: each section's part of it, cut at the
 section's times) simulated on the calibration under D-mod-K, the manager's
 ``ours`` routes and ECMP (mean of :data:`apps_report.ECMP_SEEDS` hash draws), plus
-the unit's measured non-communication time.  The last line printed is a JSON
-summary; ``apps_report.rows`` gives the rows of ``make reproduce``.
+the unit's measured non-communication time.  HPCC's traffic differs from run to run
+(b_eff's random rings are drawn with the time as the seed), so every HPCC run is
+traced too and each routing is predicted from its own runs' traces, ours still
+routed as the manager routed the profile's pattern (``App.traced``).  The last line
+printed is a JSON summary; ``apps_report.rows`` gives the rows of ``make reproduce``.
 """
 
 from __future__ import annotations
@@ -160,6 +163,9 @@ class App:
     timeout_s: float
     reps: int
     args: tuple[str, ...]
+    #: Every run traced (profile mode) and predicted from its own trace: the
+    #: application's traffic differs from run to run (HPCC's b_eff).
+    traced: bool = False
 
 
 def apps_for(quick: bool) -> dict[str, App]:
@@ -170,7 +176,7 @@ def apps_for(quick: bool) -> dict[str, App]:
     lammps = App("lammps", f"LAMMPS LJ, 32,000 atoms, {steps} steps", "LAMMPS in.lj", "lmp",
                  "lammps", 8, LAMMPS_SCALE, 600.0, 1 if quick else 2, tuple(lj))  # fmt: skip
     hpcc = App("hpcc", f"HPCC N=1000 (1x4), PTRANS {PTRANS_N}", "HPCC", "hpcc", "hpcc", 4,
-               HPCC_SCALE, 1800.0, 1, ())  # fmt: skip
+               HPCC_SCALE, 1800.0, 1, (), traced=True)  # fmt: skip
     return {"lammps": lammps, "hpcc": hpcc}
 
 
@@ -298,6 +304,8 @@ def run_job(
             retried = why
             log(f"{app.key}/{routing}: failed at start, once more: {why}")
     run = results(app, wd, cpu, trace)
+    if trace is not None:
+        run.parts = {u: unit_pattern(app, trace, wd, u) for u in run.units}
     run.wall_s = took
     run.retried = retried
     log(
@@ -418,7 +426,8 @@ def routed_runs(
         wd = work / f"{app.key}-{r}-{rep}"
 
         def one(r: str = r, pattern: str | None = pattern, wd: Path = wd) -> apps_report.Run:
-            return with_routes(run_job(fabric, app, hosts, wd, st, r, None, pattern), st, pattern)
+            trace = run_trace(app, wd)
+            return with_routes(run_job(fabric, app, hosts, wd, st, r, trace, pattern), st, pattern)
 
         rec.attempt(r, one)
 
@@ -429,11 +438,16 @@ def ecmp_runs(
     """A fresh stack with the controller's ECMP default routes; its runs but the last
     recorded directly, the last returned (so a stack failure fails the routing)."""
     with routing_stack(work, "ecmp", scale) as (fabric, st):
-        for rep in range(app.reps - 1):
-            rec.runs["ecmp"].append(
-                run_job(fabric, app, hosts, work / f"{app.key}-ecmp-{rep}", st, "ecmp")
-            )
-        return run_job(fabric, app, hosts, work / f"{app.key}-ecmp-{app.reps - 1}", st, "ecmp")
+        wds = [work / f"{app.key}-ecmp-{rep}" for rep in range(app.reps)]
+        for wd in wds[:-1]:
+            rec.runs["ecmp"].append(run_job(fabric, app, hosts, wd, st, "ecmp", run_trace(app, wd)))
+        return run_job(fabric, app, hosts, wds[-1], st, "ecmp", run_trace(app, wds[-1]))
+
+
+def run_trace(app: App, wd: Path) -> Path | None:
+    """Where a routed run of a traced application writes its trace (next to ``wd``,
+    so :func:`keep_logs` keeps it); None for the others."""
+    return wd.with_name(f"{wd.name}-trace") if app.traced else None
 
 
 def with_routes(run: apps_report.Run, st: Stack, pattern: str | None) -> apps_report.Run:
@@ -466,10 +480,16 @@ def summarize(
     block = tuple(h.name for h in TOPOLOGY.hosts[: app.nprocs])
     for u, part in p.parts.items():
         pred = apps_report.predict(cal, TOPOLOGY, p.pattern, hosts, proto, part)
-        at_block = None
+        at_block = own = None
         if app.key == "hpcc":  # its shares come from the profile run, on the block placement
             at_block = apps_report.predict(cal, TOPOLOGY, p.pattern, block, proto, part)["dmodk"]
-        units[u] = apps_report.unit_summary(rec.runs, p.run, u, pred, at_block)
+        if app.traced:  # each run's own traffic, ours routed from the profile's pattern
+            own = {
+                r: [apps_report.predict(cal, TOPOLOGY, p.pattern, hosts, proto, x.parts[u])
+                    for x in runs if x.parts.get(u) is not None]
+                for r, runs in rec.runs.items()
+            }  # fmt: skip
+        units[u] = apps_report.unit_summary(rec.runs, p.run, u, pred, at_block, own)
         units[u]["known_gap"] = known_gap(app.key, u)
     return {
         "label": app.label,

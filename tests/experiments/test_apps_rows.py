@@ -354,3 +354,61 @@ def test_a_job_failing_late_or_twice_is_not_run_again(monkeypatch: pytest.Monkey
     _fake_job(monkeypatch, [hung, 80.0], [0.0, 5.0])
     with pytest.raises(RuntimeError, match="hung"):
         exp_apps.run_job("f", lammps, ("h1",), Path("/x"), None, "ecmp")  # type: ignore[arg-type]
+
+
+def test_unit_summary_predicts_each_run_from_its_own_trace() -> None:
+    runs = {"dmodk": [_run(10, 0.9, 1.0)], "ours": [_run(6, 0.8, 1.0), _run(8, 0.8, 1.0)],
+            "ecmp": [_run(9, 0.9, 1.0)]}  # fmt: skip
+    own = {
+        "dmodk": [{**_PRED, "dmodk": 8.0}],
+        "ours": [{**_PRED, "ours": 5.5}, {**_PRED, "ours": 6.5}],
+        "ecmp": [{**_PRED, "ecmp": 7.5, "ecmp_range": [6.0, 8.0]}],
+    }
+    unit = apps_report.unit_summary(runs, _run(7, 0.85, 1.0), "u", _PRED, 6.0, own)
+    # each routing: the mean over its runs' own traffic, not the profile's pattern
+    assert unit["predicted_comm_s"] == {"dmodk": 8.0, "ours": 6.0, "ecmp": 7.5, "profile": 6.0}
+    assert unit["predicted_profile_pattern_s"] == {"dmodk": 9.0, "ours": 5.0, "ecmp": 7.0}
+    assert unit["predicted_own_s"]["ours"] == [5.5, 6.5]
+    assert unit["predicted_ecmp_range_s"] == [6.0, 8.0]
+    # traced runs give their own shares beside the profile run's
+    assert unit["comm_share"]["ours"] == [0.8, 0.8]
+    assert unit["comm_share"]["profile"] == [0.85]
+    assert unit["share_source"].endswith("(libsdnmpi trace of the run)")
+
+
+def test_unit_summary_keeps_the_profile_pattern_when_a_routing_has_no_trace() -> None:
+    runs = {"dmodk": [_run(10, 0.9, 1.0)], "ours": [_run(6, 0.8, 1.0)], "ecmp": []}
+    own = {"dmodk": [{**_PRED, "dmodk": 8.0}], "ours": [{**_PRED, "ours": 5.5}], "ecmp": []}
+    unit = apps_report.unit_summary(runs, _run(7, 0.85, 1.0), "u", _PRED, 6.0, own)
+    assert unit["predicted_comm_s"]["dmodk"] == 9.0  # mixing sources would skew the ratio
+    assert "predicted_own_s" not in unit
+
+
+def test_summarize_predicts_a_traced_application_from_each_runs_traffic(tmp_path: Path) -> None:
+    """b_eff's rings differ from run to run: a run's prediction comes from its own trace,
+    routed (ours) as the manager routed the profile's pattern."""
+    import logging
+
+    from sdnmpi.report.reproduce_api import Context
+
+    profile = _pairs_pattern()
+    # the run's own traffic: twice the bytes, between other ranks than the profile's
+    other = Pattern("other", 8, (Phase.from_cells("p", [(r, 7 - r, 2_000_000) for r in range(4)]),))
+    app = exp_apps.App("hpcc", "HPCC", "HPCC", "hpcc", "hpcc", 8, 1.0, 1.0, 1, (), traced=True)
+    cal = Calibration.nominal(0.01)
+    ctx = Context(False, tmp_path, cal, logging.getLogger("t"), None)
+    hosts, gain = apps_report.search_placement(TOPO, profile, trials=40)
+    rec = exp_apps.Recorder(app)
+    for r in apps_report.ROUTINGS:
+        run = _run(5, 0.9, 0.5)
+        run.parts = {"u": other}
+        rec.runs[r].append(run)
+    prof = exp_apps.Profile(_run(4, 0.9, 0.5), profile, {"u": profile}, hosts, gain)
+    unit = exp_apps.summarize(app, ctx, rec, prof, 0.01, None)["units"]["u"]
+    proto = cal.protocol("openmpi-duplex")
+    want = apps_report.predict(cal, TOPO, profile, hosts, proto, other)
+    from_profile = apps_report.predict(cal, TOPO, profile, hosts, proto, profile)
+    for r in apps_report.ROUTINGS:
+        assert unit["predicted_comm_s"][r] == pytest.approx(want[r])
+        assert unit["predicted_profile_pattern_s"][r] == pytest.approx(from_profile[r])
+    assert unit["predicted_comm_s"]["ours"] > 1.5 * from_profile["ours"]  # twice the bytes
