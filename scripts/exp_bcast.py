@@ -55,7 +55,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
+import math
 import os
 import signal
 import subprocess
@@ -86,6 +88,14 @@ SCENARIOS = ("idle", "competing", "ab")
 #: (the competing job needs hosts left over on every leaf: 8 of the 28 leave 20, 20
 #: leave 8).  ``ab``: the A/B measurement below the threshold.
 BLOCKS = ((8, "idle"), (8, "competing"), (20, "idle"), (8, "ab"))
+#: A block of more hosts than this runs its links at ``FULL_RATE_HOSTS / hosts`` of the
+#: link scale (``--blocks 20:idle@1`` overrides).  The switches copy every packet of a
+#: replicated Bcast to each receiver at once, so the fabric forwards about hosts x rate
+#: of frames per second, on 2 cores.  Measured 2026-11-28/29, 20 hosts, Open MPI, 1-4
+#: MiB: at 10 Mbit/s the machine was 94 % busy, the switch waited for a core 55-60 % of
+#: the time and the replicated transfer ran 9-54 % over its prediction; at 5 Mbit/s, 65 %
+#: busy, 14 % waiting, 2.6-3.1 % over (docs/bcast.md, "20 hosts at half the rate").
+FULL_RATE_HOSTS = 10
 #: Rounds of the A/B block (each: both ways, order alternating) and seconds per size.
 AB_ROUNDS = 6
 AB_DURATION_S = 1.0
@@ -238,6 +248,22 @@ def doubling(sizes: tuple[int, int]) -> list[int]:
     return [*out, sizes[1]]
 
 
+def block_factor(n: int) -> float:
+    """The default share of the link scale a block of ``n`` hosts runs at."""
+    return min(1.0, FULL_RATE_HOSTS / n)
+
+
+def link_mbps(topo: Topology, cal: Calibration) -> float:
+    """The emulated rate of the topology's fastest links at ``cal``'s scale, Mbit/s."""
+    return max(link.capacity_bps for link in topo.links) * cal.link_scale / 1e6
+
+
+def block_calibration(cal: Calibration, scale: float) -> Calibration:
+    """``cal`` at a block's link scale: goodput and latencies are the fabric's shares
+    and host stacks, measured at the experiment's scale (as exp_apps does)."""
+    return dataclasses.replace(cal, link_scale=scale)
+
+
 def run_block(
     workdir: Path,
     topo: Topology,
@@ -362,6 +388,7 @@ def ab_rows(
             paired = [b / a for a, b in zip(plain, inter, strict=True)]
             out.append({
                 "hosts": n, "scenario": "ab", "library": library, "size_bytes": size,
+                "link_mbps": link_mbps(topo, cal),
                 "rounds": len(per),
                 "median_s": {"library": _median(plain), "replicated": _median(inter)},
                 "predicted_s": point.library_s,
@@ -396,6 +423,7 @@ def rows_of(
                 "scenario": scenario,
                 "library": library,
                 "size_bytes": size,
+                "link_mbps": link_mbps(topo, cal),
                 "algorithm": point.algorithm,
                 "measured_s": {"library": lib_s, "replicated": rep_s},
                 "predicted_s": {"library": point.library_s, "replicated": rep_pred},
@@ -423,6 +451,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     panels = sorted({(r["hosts"], r["scenario"]) for r in rows if r["scenario"] != "ab"})
+    rates = {(r["hosts"], r["scenario"]): r.get("link_mbps") for r in rows}
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
     for ax, (n, scenario) in zip(axes[0], panels, strict=True):
         for library in LIBRARIES:
@@ -441,7 +470,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         ax.axhline(2.0, color="black", linestyle=":", linewidth=1, label="target x2")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("Bcast message (bytes)")
-        ax.set_title(f"{n} hosts, {scenario} fabric")
+        rate = rates.get((n, scenario))
+        ax.set_title(f"{n} hosts, {scenario} fabric" + (f", {rate:g} Mbit/s" if rate else ""))
     axes[0][0].set_ylabel("replicated speedup over the library")
     axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
@@ -451,7 +481,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def experiment(
-    blocks: Sequence[tuple[int, str]],
+    blocks: Sequence[tuple[int, str, float]],
     libraries: Sequence[str],
     sizes: tuple[int, int],
     scale: float,
@@ -470,12 +500,16 @@ def experiment(
     }
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="sdnmpi-bc-") as tmp:
-        for n, scenario in blocks:
+        for n, scenario, factor in blocks:
+            bscale = scale * factor
+            if factor != 1.0:
+                log(f"{n}-{scenario}: links at {bscale * 1e3:g} Mbit/s ({factor:g} of the scale)")
             if scenario == "ab":
-                block = run_ab(Path(tmp), topo, n, libraries, sizes, ab_rounds, scale)
+                block = run_ab(Path(tmp), topo, n, libraries, sizes, ab_rounds, bscale)
             else:
-                block = run_block(Path(tmp), topo, n, scenario, libraries, sizes, scale, cal)
-            measured["blocks"].append({"n": n, "scenario": scenario, **block})
+                bcal = block_calibration(cal, bscale)
+                block = run_block(Path(tmp), topo, n, scenario, libraries, sizes, bscale, bcal)
+            measured["blocks"].append({"n": n, "scenario": scenario, "link_scale": bscale, **block})
             (out / MEASURED).write_text(json.dumps(measured) + "\n")
     return derive(measured, out)
 
@@ -491,10 +525,12 @@ def derive(measured: dict[str, Any], out: Path) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     ab: list[dict[str, Any]] = []
     for block in measured["blocks"]:
+        # blocks saved before 2026-11-29 ran at the experiment's scale
+        bcal = block_calibration(cal, block.get("link_scale", measured["link_scale"]))
         if block["scenario"] == "ab":
-            ab += ab_rows(topo, block["n"], block, cal)
+            ab += ab_rows(topo, block["n"], block, bcal)
         else:
-            rows += rows_of(topo, block["n"], block["scenario"], block, cal)
+            rows += rows_of(topo, block["n"], block["scenario"], block, bcal)
     png = out / "bcast.png"
     if rows:
         plot(rows, png)
@@ -509,7 +545,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--blocks",
         default=",".join(f"{n}:{s}" for n, s in BLOCKS),
-        help="Fabric runs as HOSTS:SCENARIO (scenario idle or competing).",
+        help=(
+            "Fabric runs as HOSTS:SCENARIO[@FACTOR] (scenario idle, competing or ab; "
+            f"FACTOR of the link scale, default min(1, {FULL_RATE_HOSTS}/HOSTS))."
+        ),
     )
     ap.add_argument("--libraries", default=",".join(LIBRARIES), help="openmpi,mpich")
     ap.add_argument("--sizes", help="MIN,MAX in bytes, doubling from MIN (default 4096,16777216).")
@@ -539,11 +578,33 @@ def _sizes(text: str) -> tuple[int, int]:
     return int(lo), int(hi)
 
 
-def _block(text: str) -> tuple[int, str]:
-    n, _, scenario = text.partition(":")
+def _block(text: str) -> tuple[int, str, float]:
+    spec, at, factor_text = text.partition("@")
+    n, _, scenario = spec.partition(":")
     if not n.isdigit() or int(n) < 2 or scenario not in SCENARIOS:
-        raise SystemExit(f"exp_bcast: --blocks: {text!r} is not HOSTS:SCENARIO {SCENARIOS}")
-    return int(n), scenario
+        raise SystemExit(
+            f"exp_bcast: --blocks: {text!r} is not HOSTS:SCENARIO[@FACTOR] {SCENARIOS}"
+        )
+    if not at:
+        return int(n), scenario, block_factor(int(n))
+    try:
+        factor = float(factor_text)
+    except ValueError:
+        factor = math.nan
+    if not 0 < factor <= 1:
+        raise SystemExit(f"exp_bcast: --blocks: {text!r}: FACTOR is a number in (0, 1]")
+    return int(n), scenario, factor
+
+
+def _calibration(path: Path | None, scale: float) -> Calibration:
+    """The calibration at ``path`` (else nominal), measured at the run's ``scale``."""
+    cal = Calibration.load_or_nominal(path, scale)
+    if not math.isclose(cal.link_scale, scale):
+        raise SystemExit(
+            f"exp_bcast: --calibration {path} was measured at link scale "
+            f"{cal.link_scale:g}, not --link-scale {scale:g}"
+        )
+    return cal
 
 
 def _choices(text: str, allowed: Sequence[str], what: str) -> tuple[str, ...]:
@@ -564,18 +625,18 @@ def main() -> int:
     if os.geteuid() != 0:
         print("exp_bcast: needs root (emulated fabric, node agents)", file=sys.stderr)
         return 2
-    blocks: list[tuple[int, str]]
+    blocks: list[tuple[int, str, float]]
     libraries: tuple[str, ...]
     sizes: tuple[int, int]
     if args.quick:
-        blocks, libraries, sizes = [(8, "idle")], ("openmpi",), QUICK_SIZES
+        blocks, libraries, sizes = [(8, "idle", 1.0)], ("openmpi",), QUICK_SIZES
     else:
         blocks = [_block(b) for b in args.blocks.split(",") if b]
         libraries = _choices(args.libraries, LIBRARIES, "libraries")
         sizes = _sizes(args.sizes) if args.sizes else SIZES
     if not 1 <= args.ab_rounds <= 100:
         raise SystemExit(f"exp_bcast: --ab-rounds: {args.ab_rounds} (1 to 100)")
-    cal = Calibration.load_or_nominal(args.calibration, args.link_scale)
+    cal = _calibration(args.calibration, args.link_scale)
     t0 = time.monotonic()
     summary = experiment(blocks, libraries, sizes, args.link_scale, cal, args.out, args.ab_rounds)
     print_rows(summary)
@@ -590,7 +651,8 @@ def print_rows(summary: dict[str, Any]) -> None:
     for r in summary["rows"]:
         m, p = r["measured_s"], r["predicted_s"]
         print(
-            f"{r['hosts']:>3} {r['scenario']:>9} {r['library']:>7} {r['size_bytes']:>9} B  "
+            f"{r['hosts']:>3} {r['scenario']:>9} {r.get('link_mbps', 0):>3g}M "
+            f"{r['library']:>7} {r['size_bytes']:>9} B  "
             f"library {m['library'] * 1e3:8.1f} ms (sim {p['library'] * 1e3:8.1f})  "
             f"replicated {m['replicated'] * 1e3:8.1f} ms (sim {p['replicated'] * 1e3:8.1f})  "
             f"x{r['gain']:.2f} (sim x{r['predicted_gain']:.2f})"

@@ -99,11 +99,39 @@ def test_rows_flag_a_way_whose_sweep_was_cpu_bound(tmp_path: Path) -> None:
     assert rows[0]["cpu"]["replicated"]["switch_wait"] == 0.4
 
 
-def test_bad_command_line_values_are_one_line() -> None:
+def test_bad_command_line_values_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="HOSTS:SCENARIO"):
         exp_bcast._block("8:busy")
     with pytest.raises(SystemExit, match="MIN,MAX"):
         exp_bcast._sizes("16,4")
+    for bad in ("20:idle@0", "20:idle@2", "20:idle@fast", "20:idle@nan"):
+        with pytest.raises(SystemExit, match="FACTOR"):
+            exp_bcast._block(bad)
+    saved = tmp_path / "cal.json"
+    CAL.save(saved)
+    with pytest.raises(SystemExit, match="link scale 0.01, not --link-scale 0.005"):
+        exp_bcast._calibration(saved, 0.005)
+    assert exp_bcast._calibration(saved, 0.01).goodput == CAL.goodput
+
+
+def test_large_blocks_run_their_links_slower_by_default() -> None:
+    assert exp_bcast._block("8:idle") == (8, "idle", 1.0)
+    assert exp_bcast._block("20:idle") == (20, "idle", 0.5)
+    assert exp_bcast._block("20:competing@1") == (20, "competing", 1.0)
+    assert exp_bcast._block("8:ab@0.25") == (8, "ab", 0.25)
+
+
+def test_a_block_is_predicted_at_its_own_link_scale(tmp_path: Path) -> None:
+    doc = _saved(tmp_path)
+    full = exp_bcast.derive(doc, tmp_path)["rows"]
+    doc["blocks"][0]["link_scale"] = 0.005
+    half = exp_bcast.derive(doc, tmp_path)["rows"]
+    assert [r["link_mbps"] for r in full] == [10.0, 10.0]
+    assert [r["link_mbps"] for r in half] == [5.0, 5.0]
+    # 1 MiB: bandwidth-bound, so about twice as long at half the rate
+    ratio = half[1]["predicted_s"]["replicated"] / full[1]["predicted_s"]["replicated"]
+    assert 1.9 < ratio < 2.05
+    assert half[1]["predicted_s"]["library"] > 1.9 * full[1]["predicted_s"]["library"]
 
 
 def test_ab_block_runs_the_sizes_below_the_threshold_in_alternating_order() -> None:
