@@ -223,8 +223,19 @@ def run_sweep(
     return {int(r["size_bytes"]): float(r["time_max_s"]) for r in doc["results"]}, stats
 
 
-def way_env(name: str, library: str, way: str, job: str) -> list[str]:
-    """The ranks' environment for one way."""
+#: The replicated way's UDP phase gives up (and runs the library's Bcast) when it
+#: averages less than this share of the link's byte rate (``SDNMPI_BCAST_MIN_RATE``;
+#: the library's default, 1 MB/s, is more than 5 Mbit/s links carry).
+MIN_RATE_SHARE = 0.25
+
+
+def min_rate(link_bps: float) -> int:
+    """``SDNMPI_BCAST_MIN_RATE`` (bytes per second) on links of ``link_bps``."""
+    return max(1000, round(link_bps / 8 * MIN_RATE_SHARE))
+
+
+def way_env(name: str, library: str, way: str, job: str, link_bps: float) -> list[str]:
+    """The ranks' environment for one way, on links of ``link_bps``."""
     env = ["OMPI_MCA_mpi_yield_when_idle=1"] if library == "openmpi" else []
     if way == "replicated":
         plan = runner.make_plan_for(name, DEFAULT_STATE_ROOT)
@@ -235,6 +246,7 @@ def way_env(name: str, library: str, way: str, job: str) -> list[str]:
             f"SDNMPI_AGENT_SOCKET={agents.socket_template(plan)}",
             "SDNMPI_BCAST_STATS=1",
             f"SDNMPI_BCAST_MIN_BYTES={THRESHOLD}",
+            f"SDNMPI_BCAST_MIN_RATE={min_rate(link_bps)}",
         ]
     return env
 
@@ -296,7 +308,8 @@ def run_block(
         with competing_job(name, pairs, round(sum(budget.values()) + 600)):
             for library in libraries:
                 for way in WAYS:
-                    env = way_env(name, library, way, f"bc-{tag}-{library}-{way}")
+                    job = f"bc-{tag}-{library}-{way}"
+                    env = way_env(name, library, way, job, link_mbps(topo, cal) * 1e6)
                     with harness.CpuMonitor(name) as mon:
                         times, lines = run_sweep(
                             name, hosts, library, way, sizes, env, budget[library, way]
@@ -348,6 +361,7 @@ def run_ab(
     tag = f"{n}-ab"
     # each sweep: launch, one untimed and AB_DURATION_S of calls per size; latency-bound
     timeout_s = 60 + 4 * AB_DURATION_S * len(doubling(small))
+    rate_bps = max(link.capacity_bps for link in topo.links) * scale
     ab: dict[str, list[dict[str, dict[int, float]]]] = {}
     with harness.cluster(workdir, topo, name, tag, len(topo.switches), scale) as ctl:
         agents.up(name, controller_api=ctl.api_path)
@@ -355,7 +369,8 @@ def run_ab(
             for library in libraries:
                 this: dict[str, dict[int, float]] = {}
                 for way in ab_order(r):
-                    env = way_env(name, library, way, f"bc-{tag}-{library}-{way}-{r}")
+                    job = f"bc-{tag}-{library}-{way}-{r}"
+                    env = way_env(name, library, way, job, rate_bps)
                     this[way], _ = run_sweep(
                         name, hosts, library, way, small, env, timeout_s, AB_DURATION_S
                     )

@@ -25,7 +25,7 @@ static const char *const REASON_NAMES[R_COUNT] = {
 
 /* The settings every rank takes from world rank 0. */
 struct settings {
-	long long min_bytes;
+	long long min_bytes, min_rate;
 	int timeout_ms, open_timeout_ms, window, stats, have_group;
 	uint32_t group, port;
 };
@@ -79,7 +79,7 @@ static struct {
 	struct sdn_rb_sender_stats tx;
 	struct sdn_rb_receiver_stats rx;
 	struct sdn_mc_counters io;
-} B = {0, 0, 0, MPI_KEYVAL_INVALID, {0, 0, 0, 0, 0, 0, 0, 0}, {0}, 0, 0, 0, {0}, {0}, {0}};
+} B = {0, 0, 0, MPI_KEYVAL_INVALID, {0, 0, 0, 0, 0, 0, 0, 0, 0}, {0}, 0, 0, 0, {0}, {0}, {0}};
 
 /* Print a fallback's reason once per process. */
 static void say_once(enum reason r, const char *detail)
@@ -429,10 +429,14 @@ static struct sdn_rb_params params_for(uint64_t len, uint32_t payload)
 	p.recv_dead_ns = (uint64_t)(unsigned)B.set.timeout_ms * MS;
 	p.send_dead_ns = 2 * p.recv_dead_ns;
 	/* A bound on the whole UDP phase, whatever its progress: 10 dead timeouts plus the
-	 * buffer at 1 MB/s (1 us a byte).  At 10 MB/s a 16 MiB Bcast over 10 Mbit/s links
-	 * (14 s) failed at 11.7 s and then ran the library's Bcast too; at 100 kB/s a call
-	 * that stalls (seen under 5 % loss with MPICH) held its job for 50 s. */
-	p.overall_ns = 10 * p.recv_dead_ns + len * 1000;
+	 * buffer at SDNMPI_BCAST_MIN_RATE (default 1 MB/s, 1 us a byte).  At 10 MB/s a 16
+	 * MiB Bcast over 10 Mbit/s links (14 s) failed at 11.7 s and then ran the library's
+	 * Bcast too (so did 16 MiB at 1 MB/s over 5 Mbit/s links: 29 s); at 100 kB/s a
+	 * call that stalls (seen under 5 % loss with MPICH) held its job for 50 s. */
+	double at_rate = (double)len * 1e9 / (double)B.set.min_rate;
+
+	p.overall_ns = 10 * p.recv_dead_ns +
+		       (at_rate < (double)(UINT64_MAX / 4) ? (uint64_t)at_rate : UINT64_MAX / 4);
 	return p;
 }
 
@@ -471,9 +475,15 @@ static int run_root(struct root_entry *e, uint64_t session, const void *buf, uin
 		sdn_rb_sender_free(s);
 		return R_DATATYPE;
 	}
-	snprintf(detail, sizeof(detail), "receiver %d %s", (int)who,
-		 sdn_rb_sender_failure(s, NULL) == SDN_RB_FAIL_DEAD ? "went silent"
-								  : "took too long");
+	if (sdn_rb_sender_failure(s, NULL) == SDN_RB_FAIL_OVERALL)
+		snprintf(detail, sizeof(detail),
+			 "the transfer of %llu bytes passed its bound of %.1f s "
+			 "(SDNMPI_BCAST_MIN_RATE %lld bytes/s)",
+			 (unsigned long long)len, (double)p.overall_ns / 1e9, B.set.min_rate);
+	else
+		snprintf(detail, sizeof(detail), "receiver %d %s", (int)who,
+			 sdn_rb_sender_failure(s, NULL) == SDN_RB_FAIL_DEAD ? "went silent"
+									  : "took too long");
 	note(R_FAILED, detail);
 	sdn_rb_sender_free(s);
 	return R_FAILED;
@@ -586,13 +596,17 @@ void sdn_bcast_init(const struct sdn_config *cfg, int world_rank)
 	B.world_rank = world_rank;
 	if (!(cfg->modes & SDN_MODE_BCAST))
 		return;
-	B.set = (struct settings){cfg->bcast_min_bytes, cfg->bcast_timeout_ms,
-				  cfg->bcast_open_timeout_ms, cfg->bcast_window, cfg->bcast_stats,
-				  0, 0, 0};
-	if (cfg->bcast_group[0] && sdn_config_parse_group(cfg->bcast_group, &group, &port) == 0)
-		B.set = (struct settings){B.set.min_bytes, B.set.timeout_ms,
-					  B.set.open_timeout_ms, B.set.window, B.set.stats, 1,
-					  group, port};
+	B.set = (struct settings){.min_bytes = cfg->bcast_min_bytes,
+				  .min_rate = cfg->bcast_min_rate,
+				  .timeout_ms = cfg->bcast_timeout_ms,
+				  .open_timeout_ms = cfg->bcast_open_timeout_ms,
+				  .window = cfg->bcast_window,
+				  .stats = cfg->bcast_stats};
+	if (cfg->bcast_group[0] && sdn_config_parse_group(cfg->bcast_group, &group, &port) == 0) {
+		B.set.have_group = 1;
+		B.set.group = group;
+		B.set.port = port;
+	}
 	PMPI_Bcast(&B.set, sizeof(B.set), MPI_BYTE, 0, MPI_COMM_WORLD);
 	B.joined = 1; /* every rank took part: MPI_Finalize's gather_reasons is safe */
 	if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &B.keyval, NULL) ==

@@ -48,6 +48,7 @@ void sdn_config_defaults(struct sdn_config *cfg)
 	 * after the UDP phase and a poll loop) would not win back; from 64 KiB on the
 	 * data dominates and the root sends it once instead of log2(p) times. */
 	cfg->bcast_min_bytes = 65536;
+	cfg->bcast_min_rate = 1000000;
 	cfg->bcast_timeout_ms = 1000;
 	cfg->bcast_open_timeout_ms = 10000;
 	cfg->bcast_window = 128;
@@ -144,6 +145,9 @@ static int set_bcast(struct sdn_config *cfg, const char *key, const char *value,
 
 	if (strcmp(key, "SDNMPI_BCAST_MIN_BYTES") == 0)
 		return parse_long(key, value, 1, 1LL << 40, &cfg->bcast_min_bytes, report, ctx);
+	if (strcmp(key, "SDNMPI_BCAST_MIN_RATE") == 0)
+		return parse_long(key, value, 1000, 1000000000000LL, &cfg->bcast_min_rate, report,
+				  ctx);
 	if (strcmp(key, "SDNMPI_BCAST_GROUP") == 0) {
 		if (*value && sdn_config_parse_group(value, &a, &p)) {
 			reportf(report, ctx, "SDNMPI_BCAST_GROUP '%s' is not 239.a.b.c:port; ignored",
@@ -239,7 +243,8 @@ int sdn_config_set(struct sdn_config *cfg, const char *key, const char *value,
 	if (strcmp(key, "SDNMPI_DUPLEX") == 0)
 		return parse_duplex(value, &cfg->duplex, report, ctx);
 	if (strncmp(key, "SDNMPI_BCAST_", 13) == 0 &&
-	    (!strcmp(key + 13, "MIN_BYTES") || !strcmp(key + 13, "TIMEOUT_MS") ||
+	    (!strcmp(key + 13, "MIN_BYTES") || !strcmp(key + 13, "MIN_RATE") ||
+	     !strcmp(key + 13, "TIMEOUT_MS") ||
 	     !strcmp(key + 13, "OPEN_TIMEOUT_MS") || !strcmp(key + 13, "WINDOW") ||
 	     !strcmp(key + 13, "GROUP") || !strcmp(key + 13, "STATS")))
 		return set_bcast(cfg, key, value, report, ctx);
@@ -247,7 +252,8 @@ int sdn_config_set(struct sdn_config *cfg, const char *key, const char *value,
 		"unknown key '%s' ignored (valid: SDNMPI_MODE, SDNMPI_TRACE_DIR, SDNMPI_JOB, "
 		"SDNMPI_AGENT_SOCKET, SDNMPI_JOB_SLOT, SDNMPI_PUSH_TIMEOUT_MS, "
 		"SDNMPI_AGENT_TIMEOUT_MS, SDNMPI_DUPLEX, SDNMPI_BCAST_MIN_BYTES, "
-		"SDNMPI_BCAST_TIMEOUT_MS, SDNMPI_BCAST_OPEN_TIMEOUT_MS, SDNMPI_BCAST_WINDOW, "
+		"SDNMPI_BCAST_MIN_RATE, SDNMPI_BCAST_TIMEOUT_MS, SDNMPI_BCAST_OPEN_TIMEOUT_MS, "
+		"SDNMPI_BCAST_WINDOW, "
 		"SDNMPI_BCAST_GROUP, "
 		"SDNMPI_BCAST_STATS)",
 		key);
@@ -307,6 +313,7 @@ int sdn_config_load(struct sdn_config *cfg, sdn_getenv_fn get, sdn_report_fn rep
 					   "SDNMPI_AGENT_SOCKET", "SDNMPI_JOB_SLOT",
 					   "SDNMPI_PUSH_TIMEOUT_MS", "SDNMPI_AGENT_TIMEOUT_MS",
 					   "SDNMPI_DUPLEX", "SDNMPI_BCAST_MIN_BYTES",
+					   "SDNMPI_BCAST_MIN_RATE",
 					   "SDNMPI_BCAST_TIMEOUT_MS", "SDNMPI_BCAST_OPEN_TIMEOUT_MS",
 					   "SDNMPI_BCAST_WINDOW",
 					   "SDNMPI_BCAST_GROUP", "SDNMPI_BCAST_STATS"};

@@ -28,6 +28,7 @@ struct sdn_config {
 	int agent_timeout_ms;            /* longest wait for the agent's register reply */
 	int duplex;                      /* 1: set the full-duplex MPI settings (duplex.h) */
 	long long bcast_min_bytes;       /* bcast mode: smallest replicated broadcast */
+	long long bcast_min_rate;        /* bcast mode: bytes/s the UDP phase must average */
 	int bcast_timeout_ms;            /* bcast mode: a receiver's dead timeout */
 	int bcast_open_timeout_ms;       /* bcast mode: wait for the agent's tree */
 	int bcast_window;                /* bcast mode: credit window in packets */
@@ -42,7 +43,8 @@ typedef const char *(*sdn_getenv_fn)(const char *name);
 
 /* Defaults: mode profile, trace_dir ".", job "", agent_socket
  * "/run/sdnmpi/agent.sock", job_slot 0, push_timeout_ms 2000,
- * agent_timeout_ms 30000, duplex 0, bcast_min_bytes 65536, bcast_timeout_ms 1000,
+ * agent_timeout_ms 30000, duplex 0, bcast_min_bytes 65536, bcast_min_rate 1000000,
+ * bcast_timeout_ms 1000,
  * bcast_open_timeout_ms 10000,
  * bcast_window 128, bcast_group "", bcast_stats 0. */
 void sdn_config_defaults(struct sdn_config *cfg);
@@ -51,8 +53,8 @@ void sdn_config_defaults(struct sdn_config *cfg);
 int sdn_config_parse_modes(const char *text, unsigned *modes, sdn_report_fn report, void *ctx);
 /* Set one key (SDNMPI_MODE, SDNMPI_TRACE_DIR, SDNMPI_JOB, SDNMPI_AGENT_SOCKET,
  * SDNMPI_JOB_SLOT, SDNMPI_PUSH_TIMEOUT_MS, SDNMPI_AGENT_TIMEOUT_MS, SDNMPI_DUPLEX,
- * SDNMPI_BCAST_MIN_BYTES, SDNMPI_BCAST_TIMEOUT_MS, SDNMPI_BCAST_OPEN_TIMEOUT_MS,
- * SDNMPI_BCAST_WINDOW,
+ * SDNMPI_BCAST_MIN_BYTES, SDNMPI_BCAST_MIN_RATE, SDNMPI_BCAST_TIMEOUT_MS,
+ * SDNMPI_BCAST_OPEN_TIMEOUT_MS, SDNMPI_BCAST_WINDOW,
  * SDNMPI_BCAST_GROUP, SDNMPI_BCAST_STATS); unknown keys reported. */
 int sdn_config_set(struct sdn_config *cfg, const char *key, const char *value,
 		   sdn_report_fn report, void *ctx);

@@ -109,9 +109,17 @@ def test_bad_command_line_values_are_one_line(tmp_path: Path) -> None:
             exp_bcast._block(bad)
     saved = tmp_path / "cal.json"
     CAL.save(saved)
-    with pytest.raises(SystemExit, match="link scale 0.01, not --link-scale 0.005"):
+    with pytest.raises(SystemExit, match=r"link scale 0\.01, not --link-scale 0\.005"):
         exp_bcast._calibration(saved, 0.005)
     assert exp_bcast._calibration(saved, 0.01).goodput == CAL.goodput
+
+
+def test_the_replicated_way_may_average_a_quarter_of_the_link_rate() -> None:
+    plain = exp_bcast.way_env("f", "openmpi", "library", "j", 5e6)
+    assert not any(e.startswith("SDNMPI_") or e.startswith("LD_PRELOAD") for e in plain)
+    assert exp_bcast.min_rate(5e6) == 156250  # 5 Mbit/s: 625 kB/s, a quarter
+    assert exp_bcast.min_rate(10e6) == 312500
+    assert exp_bcast.min_rate(1e3) == 1000  # the library's floor
 
 
 def test_large_blocks_run_their_links_slower_by_default() -> None:

@@ -391,6 +391,12 @@ static void test_bcast_config(struct sdn_config *cfg)
 	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_MIN_BYTES", "1048576", NULL, NULL) == 0);
 	CHECK(cfg->bcast_min_bytes == 1048576);
 	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_MIN_BYTES", "0", NULL, NULL) == 1);
+	CHECK(cfg->bcast_min_rate == 1000000);
+	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_MIN_RATE", "156250", NULL, NULL) == 0);
+	CHECK(cfg->bcast_min_rate == 156250);
+	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_MIN_RATE", "999", NULL, NULL) == 1);
+	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_MIN_RATE", "fast", NULL, NULL) == 1);
+	CHECK(cfg->bcast_min_rate == 156250);
 	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_TIMEOUT_MS", "250", NULL, NULL) == 0);
 	CHECK(cfg->bcast_timeout_ms == 250);
 	CHECK(sdn_config_set(cfg, "SDNMPI_BCAST_TIMEOUT_MS", "5", NULL, NULL) == 1);
