@@ -31,12 +31,14 @@ from sdnmpi.emu import agents
 
 LIBRARY = "openmpi"
 SIZES = (4096, 8192)
+#: The fabric's rate factor: 10 Mbit/s links.
+SCALE = 0.01
 
 
 def variants(name: str) -> dict[str, list[str]]:
     """Each way's rank environment."""
-    plain = x.way_env(name, LIBRARY, "library", "d")
-    full = x.way_env(name, LIBRARY, "replicated", "d")
+    plain = x.way_env(name, LIBRARY, "library", "d", SCALE * 1e9)
+    full = x.way_env(name, LIBRARY, "replicated", "d", SCALE * 1e9)
     preload = [e for e in full if e.startswith("LD_PRELOAD=")]
     agent = [e for e in full if e.startswith(("SDNMPI_AGENT_SOCKET=", "SDNMPI_JOB="))]
     static = ["SDNMPI_MODE=bcast", "SDNMPI_BCAST_GROUP=239.192.9.9:47000"]
@@ -56,7 +58,7 @@ def main() -> int:
     res: dict[str, list[dict[int, float]]] = {}
     with (
         tempfile.TemporaryDirectory() as tmp,
-        harness.cluster(Path(tmp), topo, name, "diag", len(topo.switches), 0.01) as ctl,
+        harness.cluster(Path(tmp), topo, name, "diag", len(topo.switches), SCALE) as ctl,
     ):
         agents.up(name, controller_api=ctl.api_path)
         ways = variants(name)
