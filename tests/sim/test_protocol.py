@@ -29,8 +29,8 @@ from sdnmpi.sim import (
     simulate_workload,
 )
 from sdnmpi.sim.engine import run_ranks
-from sdnmpi.sim.flowset import exchange_deps
-from sdnmpi.sim.protocol import resolve_protocol
+from sdnmpi.sim.flowset import exchange_deps, sender_fifo_deps
+from sdnmpi.sim.protocol import FIFO_MAX_BYTES, resolve_protocol
 from tests.sim.routes import host_demands, shortest_routing
 
 C = 1000.0  # bytes/s: the link is 8000 bit/s each way
@@ -488,6 +488,15 @@ def test_protocol_doctests_pass():
     assert failed == 0 and tried > 0
 
 
+def test_flowset_doctests_pass():
+    import doctest
+
+    from sdnmpi.sim import flowset
+
+    failed, tried = doctest.testmod(flowset)
+    assert failed == 0 and tried > 0
+
+
 def test_an_eager_message_leaves_when_its_sender_is_there():
     # Rank 1 on host A sends 2S to rank 2 on B (step 0, A->B); then rank 0 on B sends
     # S to rank 1 (its first step, B->A).  Released with the pair (the plain model),
@@ -554,3 +563,34 @@ def test_an_eager_send_is_done_for_its_sender_when_handed_over():
     assert trace.finish_s.tolist() == pytest.approx([1.75 * S / C, S / (4 * C), 2 * S / C])
     _, trace = run_ranks(platform, flowset, max_flows=100, protocol=rendezvous)
     assert trace.finish_s.tolist() == pytest.approx([S / C, S / (4 * C), 2 * S / C])
+
+
+def test_a_ranks_small_eager_messages_leave_in_order():
+    # Arcs: 0 h0 up, 1 h1 down, 2 h2 down.  Rank 0 (the root of a broadcast: it
+    # receives nothing) sends to rank 1 in step 0 and to rank 2 in step 1.  Eager with
+    # release=sender, rank 0's steps are empty, so both messages are released at once;
+    # a message within TCP's initial window (FIFO_MAX_BYTES) enters the host's queue
+    # whole, so the second follows the first: s/c, then 2 s/c.  Larger ones share the
+    # uplink as flows do (both end at 2 b/c), and so does everything without FIFO.
+    platform = Platform.from_arrays([8 * C] * 3)
+    sender = parse_protocol("custom:eager=inf,release=sender")
+    for size, fifo in ((10_000, True), (FIFO_MAX_BYTES, True), (FIFO_MAX_BYTES + 1, False)):
+        flowset = FlowSet.from_paths(
+            platform, [[0, 1], [0, 2]], [size, size], phase=[0, 1], ranks=([0, 0], [1, 2])
+        )
+        steps, trace = run_ranks(platform, flowset, max_flows=100, protocol=sender)
+        if fifo:
+            assert steps.deps.prerequisites(1).tolist() == [0]
+            assert trace.finish_s.tolist() == pytest.approx([size / C, 2 * size / C])
+        else:
+            assert steps.deps.prerequisites(1).tolist() == []
+            assert trace.finish_s.tolist() == pytest.approx([2 * size / C, 2 * size / C])
+    # one step's messages (concurrent MPI_Isend calls) stay concurrent
+    flowset = FlowSet.from_paths(
+        platform, [[0, 1], [0, 2]], [10_000, 10_000], phase=[0, 0], ranks=([0, 0], [1, 2])
+    )
+    _, trace = run_ranks(platform, flowset, max_flows=100, protocol=sender)
+    assert trace.finish_s.tolist() == pytest.approx([20.0, 20.0])
+    # a rendezvous or background flow is not ordered by it
+    fifo = sender_fifo_deps(np.array([0, 0, 0]), np.array([0, 1, 2]), np.array([True, False, True]))
+    assert fifo.member[:, 0].tolist() == [0, -1, 1] and fifo.wait[:, 0].tolist() == [-1, -1, 0]

@@ -13,7 +13,8 @@ sent or received in its previous step (the latest earlier step in which it took
 part) and rank b likewise (unless the protocol sends it eagerly with
 ``release="sender"``: then rank a alone, and the flow does not count toward rank
 a's own step, since an eager ``MPI_Isend`` completes once its data is handed to the
-transport: a rank's step then ends with its receives and its rendezvous sends); the
+transport: a rank's step then ends with its receives and its rendezvous sends; its
+small eager messages still leave in order, :func:`sender_fifo_deps`); the
 flows of a rank's first step are released at time 0 (and so is a flow whose sender
 only sent eagerly in its earlier steps).  This is the usual dependency of a
 bulk-synchronous MPI code whose steps end with a wait on all their requests, without
@@ -49,7 +50,7 @@ from sdnmpi.core.routing.model import Demands, Routing
 from sdnmpi.errors import ConfigError, RoutingError
 from sdnmpi.sim.maxmin import gather_rows, incidence_matrix, row_positions
 from sdnmpi.sim.platform import Platform
-from sdnmpi.sim.protocol import Protocol
+from sdnmpi.sim.protocol import FIFO_MAX_BYTES, Protocol
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -330,6 +331,41 @@ def _entries(columns: IntArray, more: Entries | None) -> Entries:
     )
 
 
+def sender_fifo_deps(src_rank: IntArray, step: IntArray, eager: BoolArray) -> Dependencies:
+    """A rank's eager messages leave in the order it sends them.
+
+    Under ``release="sender"`` an eager message is released when its sender reaches it
+    and is no part of the sender's step, so a rank that receives nothing (the root of
+    a broadcast) would release all its steps' eager sends at once, sharing its link.
+    On the wire a message that fits the TCP window enters the host's queue whole, and
+    the queue is FIFO: the message of the next step follows the last one's bytes.  One
+    group per (sender, step) of ``eager`` flows; the flows of a sender's next such step
+    wait for it.  Flows of one step (concurrent ``MPI_Isend`` calls) stay concurrent.
+
+    >>> a = lambda v: np.array(v, dtype=np.int64)
+    >>> d = sender_fifo_deps(a([0, 0, 0, 1]), a([0, 1, 1, 0]),
+    ...                             np.array([True, True, True, True]))
+    >>> d.member[:, 0].tolist(), d.wait[:, 0].tolist(), d.ngroups
+    ([0, 1, 1, 2], [-1, 0, 0, -1], 3)
+    """
+    n = int(src_rank.size)
+    member = np.full((n, 1), -1, dtype=np.int64)
+    wait = np.full((n, 1), -1, dtype=np.int64)
+    idx = np.flatnonzero(eager)
+    if not idx.size:
+        return Dependencies(member, wait, 0)
+    keys, inverse = np.unique(
+        np.stack([src_rank[idx], step[idx]], axis=1), axis=0, return_inverse=True
+    )
+    inverse = inverse.reshape(-1)
+    prev = np.arange(len(keys), dtype=np.int64) - 1
+    prev[0] = -1
+    prev[1:][keys[1:, 0] != keys[:-1, 0]] = -1
+    member[idx, 0] = inverse
+    wait[idx, 0] = prev[inverse]
+    return Dependencies(member, wait, len(keys))
+
+
 def exchange_deps(
     src_rank: IntArray,
     dst_rank: IntArray,
@@ -527,6 +563,13 @@ def rank_steps(
     if flowset.replicas is not None:
         sides, waits, more = flowset.replicas.sides(flow, sides, waits)
     deps = _rank_groups(sides, waits, step, step_phase.size, more, members)
+    if protocol is not None and protocol.release == "sender":
+        ranked = (src >= 0) & (dst >= 0) & (src != dst)
+        if flowset.replicas is not None:
+            ranked &= ~flowset.replicas.mask(len(flowset))[flow]
+        small = flowset.message_bytes[flow] <= FIFO_MAX_BYTES
+        fifo = sender_fifo_deps(src, step, eager & ranked & small)
+        deps = deps.merged(fifo) if fifo.ngroups else deps
     if protocol is not None and protocol.serializes:
         extra = exchange_deps(src, dst, step, flowset.serialized(protocol)[flow], rng)
         deps = deps.merged(extra) if extra.ngroups else deps

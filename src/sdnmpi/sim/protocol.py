@@ -60,7 +60,12 @@ plain model's bulk-synchronous assumption (``ideal`` and ``custom``).  Under
 ``release="sender"`` an eager send also completes on its sender's side as soon as
 it is handed over (the socket buffer takes it: the full-duplex settings give 4 MiB),
 so its sender's step ends with what it receives; with the pair's release the sender
-waits for the last byte, as the plain model has it.  Measured on 2026-11-28
+waits for the last byte, as the plain model has it.  A rank's small eager messages
+(:data:`FIFO_MAX_BYTES`, TCP's initial window) of consecutive steps still leave one
+after the other, as they enter the host's FIFO queue whole: without that, the root of a
+binomial Bcast, which receives nothing, sent all its steps' messages at once and the
+model was 1.5-2.4x over MPICH's Bcast from 4 to 256 KiB on the emulated fabric
+(docs/bcast.md, "MPICH's own Bcast at 20 ranks"; 2026-11-29).  Measured on 2026-11-28
 (``scripts/probe_drift.py``: eight Open MPI ranks on contention-free routes, full-duplex
 settings, 1 MiB Allreduce): 2.32-2.35 s; predicted 1.77 s in lockstep, 1.98 s with
 the measured variation of exchange times (``Calibration.exchange_cv``, 0.045) but
@@ -107,6 +112,13 @@ MPICH_UCX_RNDV_THRESH_BYTES = 20480
 #: the mean of x1.42 (256 KiB, window 4), x1.36 (1 MiB) and x1.40 (2 MiB) measured by
 #: ``exp_duplex`` on the emulated fabric (10 Mbit/s links) on 2026-11-26.
 MPICH_UCX_DUPLEX_RATIO = 1.39
+#: Under ``release="sender"``, a rank's eager messages up to this size leave in the
+#: order it sends them (:func:`sdnmpi.sim.flowset.sender_fifo_deps`): TCP's initial
+#: window (RFC 6928: 10 segments of 1448 bytes, the MSS with timestamps) carries such a
+#: message into the host's FIFO queue at once, so the next one follows its last byte;
+#: a larger one is clocked out by ACKs and shares the link with the rank's other
+#: connections, as flows do.
+FIFO_MAX_BYTES = 14480
 
 _UNBOUNDED = ("inf", "none", "unbounded")
 
