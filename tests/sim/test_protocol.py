@@ -592,5 +592,5 @@ def test_a_ranks_small_eager_messages_leave_in_order():
     _, trace = run_ranks(platform, flowset, max_flows=100, protocol=sender)
     assert trace.finish_s.tolist() == pytest.approx([20.0, 20.0])
     # a rendezvous or background flow is not ordered by it
-    fifo = sender_fifo_deps(np.array([0, 0, 0]), np.array([0, 1, 2]), np.array([True, False, True]))
-    assert fifo.member[:, 0].tolist() == [0, -1, 1] and fifo.wait[:, 0].tolist() == [-1, -1, 0]
+    deps = sender_fifo_deps(np.array([0, 0, 0]), np.array([0, 1, 2]), np.array([True, False, True]))
+    assert deps.member[:, 0].tolist() == [0, -1, 1] and deps.wait[:, 0].tolist() == [-1, -1, 0]
