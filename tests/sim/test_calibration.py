@@ -15,7 +15,12 @@ from sdnmpi.core.routing import route
 from sdnmpi.core.routing.model import Demands, Fabric
 from sdnmpi.errors import ConfigError, FormatError
 from sdnmpi.sim import simulate
-from sdnmpi.sim.calibration import Calibration, bisect_largest, latency_split
+from sdnmpi.sim.calibration import (
+    HOST_QUEUE_BYTES,
+    Calibration,
+    bisect_largest,
+    latency_split,
+)
 
 MIB = 1 << 20
 
@@ -58,6 +63,7 @@ def test_json_round_trip_and_errors(tmp_path: Path) -> None:
         eager_limits={"openmpi": 65024},
         exchange_efficiency={1: 0.96, 4: 0.7},
         exchange_cv=0.15,
+        host_queue_bytes=15140,
         source="test",
         measurements={"runs": [1]},
     )
@@ -65,6 +71,8 @@ def test_json_round_trip_and_errors(tmp_path: Path) -> None:
     cal.save(path)
     assert Calibration.load(path) == cal
     doc = json.loads(path.read_text())
+    older = {k: v for k, v in doc.items() if k != "host_queue_bytes"}
+    assert Calibration.from_dict(older, "old").host_queue_bytes == HOST_QUEUE_BYTES
     for bad, message in (
         ({**doc, "extra": 1}, "unknown keys"),
         ({**doc, "schema": "x"}, "schema"),
@@ -79,6 +87,9 @@ def test_json_round_trip_and_errors(tmp_path: Path) -> None:
         ({**doc, "exchange_cv": -0.1}, "exchange_cv"),
         ({**doc, "exchange_cv": 2.0}, "exchange_cv"),
         ({**doc, "exchange_cv": "uneven"}, "exchange_cv"),
+        ({**doc, "host_queue_bytes": -1}, "host_queue_bytes"),
+        ({**doc, "host_queue_bytes": 1.5}, "host_queue_bytes"),
+        ({**doc, "host_queue_bytes": True}, "host_queue_bytes"),
         ([], "not a JSON object"),
     ):
         path.write_text(json.dumps(bad))
@@ -94,6 +105,8 @@ def test_json_round_trip_and_errors(tmp_path: Path) -> None:
 def test_bad_values_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="link_scale"):
         Calibration(link_scale=0)
+    with pytest.raises(ConfigError, match="host_queue_bytes"):
+        Calibration(host_queue_bytes=-1)
     with pytest.raises(ConfigError, match="goodput"):
         Calibration(goodput=float("nan"))
 
@@ -170,3 +183,38 @@ def test_uneven_exchanges_delay_eager_steps_that_lockstep_keeps_apart() -> None:
     assert Calibration(arc_latency_s=0.0, exchange_cv=0.0).simulate(
         fabric, demands, routing, eager, mode="ranks"
     ).total_s == pytest.approx(lockstep.total_s)
+
+
+def test_the_default_host_queue_is_the_emulators_marking_threshold() -> None:
+    from sdnmpi.emu import queues
+
+    assert HOST_QUEUE_BYTES == queues.MARK_FRAMES * queues.FRAME_BYTES
+
+
+def test_a_ring_of_rendezvous_messages_pays_each_receivers_queue() -> None:
+    # Three ranks on three hosts of one leaf, a ring of 1 MiB messages (rendezvous
+    # under Open MPI's 64 KiB limit): each receiver is sending too, so its reply to
+    # the rendezvous waits behind its host's backlog, host_queue_bytes at the line
+    # rate (10 Mbit/s).  Without the protocol, or with the queue at 0, nothing is added.
+    topo = leaf_spine(1, 3, 1, host_bps=1e9, uplink_bps=1e9)
+    fabric = Fabric(topo)
+    cells = [(0, 1, MIB), (1, 2, MIB), (2, 0, MIB)]
+    pat = Pattern("ring", 3, (Phase.from_cells("p", cells),))
+    demands = Demands.from_pattern(fabric, pat, Placement(("h1", "h2", "h3")))
+    routing = route("dmodk", fabric, demands)
+    cal = Calibration(link_scale=0.01, goodput=0.9)
+    plain = Calibration(link_scale=0.01, goodput=0.9, host_queue_bytes=0)
+    queued = cal.simulate(fabric, demands, routing, "openmpi").total_s
+    assert queued - plain.simulate(fabric, demands, routing, "openmpi").total_s == (
+        pytest.approx(HOST_QUEUE_BYTES * 8 / 10e6)
+    )
+    assert cal.simulate(fabric, demands, routing).total_s == pytest.approx(
+        plain.simulate(fabric, demands, routing).total_s
+    )
+    # an exchange (each rank sends to the other) is left to the protocol's exchange
+    pair = Pattern("pair", 2, (Phase.from_cells("p", [(0, 1, MIB), (1, 0, MIB)]),))
+    demands = Demands.from_pattern(fabric, pair, Placement(("h1", "h2")))
+    routing = route("dmodk", fabric, demands)
+    assert cal.simulate(fabric, demands, routing, "openmpi").total_s == pytest.approx(
+        plain.simulate(fabric, demands, routing, "openmpi").total_s
+    )

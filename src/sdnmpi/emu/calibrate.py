@@ -37,7 +37,7 @@ from typing import Any
 from sdnmpi import artefacts
 from sdnmpi.core.generators import leaf_spine
 from sdnmpi.core.pattern import Pattern, Phase
-from sdnmpi.emu import fabriclock, runner
+from sdnmpi.emu import fabriclock, queues, runner
 from sdnmpi.emu.plan import DEFAULT_STATE_ROOT
 from sdnmpi.errors import ConfigError, SdnMpiError
 from sdnmpi.formats.replay import save_replay
@@ -254,6 +254,8 @@ def measure(
         exchange_duplex=ratios,
         exchange_efficiency=efficiency,
         exchange_cv=exchange_cv,
+        # the default queues (ecn): a busy host's backlog stays near its marking threshold
+        host_queue_bytes=queues.mark_threshold_bytes(),
         source=f"sdnmpi calibrate {time.strftime('%Y-%m-%dT%H:%M:%S')} "
         f"({'quick' if quick else 'full'}, {', '.join(flavours)})",
         measurements={

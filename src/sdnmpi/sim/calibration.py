@@ -52,6 +52,14 @@ Fields:
   time of :data:`NOISE_SAMPLES` runs whose flows' sizes are scaled by seeded
   lognormal factors of mean 1 and this coefficient of variation (deterministic:
   the same figures every time).  0 (a file without the key) is the lockstep model.
+* ``host_queue_bytes``: the backlog TCP keeps in a busy host's interface queue (the
+  emulator's hosts mark ECN above 20 full frames, 30,280 bytes:
+  :func:`sdnmpi.emu.queues.mark_threshold_bytes`, the default, also for files without
+  the key).  A rendezvous message waits for its receiver's reply, and a receiver that
+  is itself sending at the time queues that reply behind this backlog
+  (:func:`sdnmpi.sim.flowset.with_handshake_queues`): at 5 Mbit/s 48 ms per ring step
+  of MPICH's Bcast, 1 s per 1 MiB call at 20 ranks, measured 2026-11-29
+  (docs/bcast.md, "MPICH's own Bcast at 20 ranks").  0 turns it off.
 """
 
 from __future__ import annotations
@@ -68,7 +76,7 @@ import numpy as np
 from sdnmpi.core.routing.model import Demands, Fabric, Routing
 from sdnmpi.errors import ConfigError, FormatError
 from sdnmpi.sim import simulate_workload
-from sdnmpi.sim.flowset import FlowSet, concurrent_exchanges
+from sdnmpi.sim.flowset import FlowSet, concurrent_exchanges, with_handshake_queues
 from sdnmpi.sim.platform import Platform
 from sdnmpi.sim.protocol import IDEAL, PROTOCOLS, Protocol, resolve_protocol
 from sdnmpi.sim.report import SimResult
@@ -76,6 +84,10 @@ from sdnmpi.sim.report import SimResult
 SCHEMA = "sdnmpi.calibration/1"
 #: Runs averaged when ``exchange_cv`` > 0 (seeds 0 .. NOISE_SAMPLES - 1).
 NOISE_SAMPLES = 8
+#: The emulated hosts' ECN marking threshold, 20 frames of 1514 bytes
+#: (``sdnmpi.emu.queues``; tests/sim keep the two equal): the ``host_queue_bytes`` of a
+#: calibration that does not say.
+HOST_QUEUE_BYTES = 20 * 1514
 #: The largest accepted ``exchange_cv`` (a measurement above it is a broken run).
 MAX_EXCHANGE_CV = 1.0
 _KEYS = {
@@ -84,6 +96,7 @@ _KEYS = {
     "goodput",
     "arc_latency_s",
     "base_latency_s",
+    "host_queue_bytes",
     "eager_limits",
     "exchange_duplex",
     "exchange_efficiency",
@@ -110,12 +123,22 @@ class Calibration:
     exchange_duplex: dict[str, float] = field(default_factory=dict)
     exchange_efficiency: dict[int, float] = field(default_factory=dict)
     exchange_cv: float = 0.0
+    host_queue_bytes: int = HOST_QUEUE_BYTES
     source: str = "nominal"
     measurements: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _fraction("link_scale", self.link_scale, upper=math.inf)
         _fraction("goodput", self.goodput)
+        if (
+            isinstance(self.host_queue_bytes, bool)
+            or not isinstance(self.host_queue_bytes, int)
+            or not 0 <= self.host_queue_bytes <= 1 << 30
+        ):
+            raise ConfigError(
+                f"calibration: host_queue_bytes must be an integer in [0, 2^30], "
+                f"got {self.host_queue_bytes!r}"
+            )
         for name in ("arc_latency_s", "base_latency_s"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
@@ -253,6 +276,9 @@ class Calibration:
             eff = np.array([self.efficiency(int(k)) for k in pairs])
             scale = np.where(mask, 1.0 / eff[flowset.phase], 1.0)
             flowset = dataclasses.replace(flowset, size_bytes=flowset.size_bytes * scale)
+        if proto is not None and self.host_queue_bytes:
+            drain_bps = platform.capacity_bps / self.goodput  # queues drain at line rate
+            flowset = with_handshake_queues(flowset, proto, self.host_queue_bytes, drain_bps)
         return platform, flowset, proto
 
     # -- JSON --------------------------------------------------------------------------
@@ -268,6 +294,7 @@ class Calibration:
             "exchange_duplex": dict(self.exchange_duplex),
             "exchange_efficiency": {str(k): e for k, e in sorted(self.exchange_efficiency.items())},
             "exchange_cv": self.exchange_cv,
+            "host_queue_bytes": self.host_queue_bytes,
             "source": self.source,
             "measurements": self.measurements,
         }
@@ -292,6 +319,7 @@ class Calibration:
                 exchange_duplex=_ratios(doc.get("exchange_duplex", {}), where),
                 exchange_efficiency=_efficiencies(doc.get("exchange_efficiency", {}), where),
                 exchange_cv=_number(doc, "exchange_cv", 0.0, where),
+                host_queue_bytes=_count(doc, "host_queue_bytes", HOST_QUEUE_BYTES, where),
                 source=str(doc.get("source", where)),
                 measurements=dict(doc.get("measurements") or {}),
             )
@@ -361,6 +389,13 @@ def _number(doc: dict[str, Any], key: str, default: float, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise FormatError(f"{where}: {key} must be a number, got {value!r}")
     return float(value)
+
+
+def _count(doc: dict[str, Any], key: str, default: int, where: str) -> int:
+    value = doc.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise FormatError(f"{where}: {key} must be an integer >= 0, got {value!r}")
+    return value
 
 
 def _optional_number(doc: dict[str, Any], key: str, where: str) -> float | None:

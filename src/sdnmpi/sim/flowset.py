@@ -476,6 +476,62 @@ def with_partial_exchanges(flowset: FlowSet, protocol: Protocol) -> tuple[FlowSe
     return dataclasses.replace(flowset, size_bytes=size), int(mask.sum()) // 2
 
 
+def with_handshake_queues(
+    flowset: FlowSet, protocol: Protocol, queue_bytes: int, drain_bps: FloatArray
+) -> FlowSet:
+    """The flowset with each rendezvous message that waits behind its receiver's queue
+    paying that queue on its latency.
+
+    A rendezvous message a->b flows once b's reply (its clear-to-send, or Open MPI's
+    acknowledgement) reaches a.  When b is itself sending a rendezvous message to
+    another rank in the same phase, as every rank of a ring does, the reply waits in
+    b's host queue behind the backlog TCP keeps there (``queue_bytes``, drained at the
+    line rate ``drain_bps`` of the flow's slowest arc: a host link, as b's uplink).
+    Exchanges (b sends to a) are left to ``protocol.exchange``, whose serialized or
+    measured duplex time already holds their replies; eager messages wait for nothing.
+
+    >>> a = lambda v: np.array(v, dtype=np.int64)
+    >>> plat = Platform.from_arrays([8e3] * 3)
+    >>> ring = FlowSet.from_paths(plat, [[0], [1], [2]], [1e5] * 3, phase=[0, 0, 0],
+    ...                           ranks=(a([0, 1, 2]), a([1, 2, 0])))
+    >>> proto = Protocol("p", 1000, "serialized")
+    >>> with_handshake_queues(ring, proto, 3000, np.full(3, 8e3)).latency_s.tolist()
+    [3.0, 3.0, 3.0]
+    >>> pair = FlowSet.from_paths(plat, [[0], [1]], [1e5] * 2, phase=[0, 0],
+    ...                           ranks=(a([0, 1]), a([1, 0])))
+    >>> with_handshake_queues(pair, proto, 3000, np.full(3, 8e3)).latency_s.tolist()
+    [0.0, 0.0]
+    """
+    ranked = (flowset.src_rank >= 0) & (flowset.dst_rank >= 0)
+    ranked &= flowset.src_rank != flowset.dst_rank
+    if flowset.replicas is not None:
+        ranked &= ~flowset.replicas.mask(len(flowset))
+    rdv = np.flatnonzero(protocol.rendezvous(flowset.message_bytes) & ranked)
+    if not rdv.size or queue_bytes <= 0:
+        return flowset
+    nranks = int(max(flowset.src_rank.max(initial=0), flowset.dst_rank.max(initial=0))) + 1
+    phase, src, dst = flowset.phase[rdv], flowset.src_rank[rdv], flowset.dst_rank[rdv]
+    sender = phase * nranks + src  # (phase, rank) sending a rendezvous message
+    link = sender * nranks + dst  # (phase, rank, peer)
+    senders, sends = np.unique(sender, return_counts=True)
+    links, link_sends = np.unique(link, return_counts=True)
+    receiver = phase * nranks + dst
+    at = np.minimum(np.searchsorted(senders, receiver), senders.size - 1)
+    out = np.where(senders[at] == receiver, sends[at], 0)  # the receiver's sends
+    back = (receiver * nranks) + src  # ... of them, those to this flow's sender
+    at = np.minimum(np.searchsorted(links, back), links.size - 1)
+    out_back = np.where(links[at] == back, link_sends[at], 0)
+    busy = rdv[out > out_back]
+    if not busy.size:
+        return flowset
+    inc = flowset.incidence.tocsr()
+    rows = [inc.indices[inc.indptr[i] : inc.indptr[i + 1]] for i in busy]
+    rate = np.array([drain_bps[r].min() if r.size else np.inf for r in rows])
+    latency = flowset.latency_s.copy()
+    latency[busy] += queue_bytes * 8.0 / rate
+    return dataclasses.replace(flowset, latency_s=latency)
+
+
 def concurrent_exchanges(flowset: FlowSet, protocol: Protocol) -> tuple[BoolArray, IntArray]:
     """Flows that run both ways at once with their reverse: ``(mask, pairs per phase)``.
 
