@@ -35,10 +35,10 @@ SIZES = (4096, 8192)
 SCALE = 0.01
 
 
-def variants(name: str) -> dict[str, list[str]]:
-    """Each way's rank environment."""
-    plain = x.way_env(name, LIBRARY, "library", "d", SCALE * 1e9)
-    full = x.way_env(name, LIBRARY, "replicated", "d", SCALE * 1e9)
+def variants(name: str, link_bps: float) -> dict[str, list[str]]:
+    """Each way's rank environment on links of ``link_bps``."""
+    plain = x.way_env(name, LIBRARY, "library", "d", link_bps)
+    full = x.way_env(name, LIBRARY, "replicated", "d", link_bps)
     preload = [e for e in full if e.startswith("LD_PRELOAD=")]
     agent = [e for e in full if e.startswith(("SDNMPI_AGENT_SOCKET=", "SDNMPI_JOB="))]
     static = ["SDNMPI_MODE=bcast", "SDNMPI_BCAST_GROUP=239.192.9.9:47000"]
@@ -61,7 +61,7 @@ def main() -> int:
         harness.cluster(Path(tmp), topo, name, "diag", len(topo.switches), SCALE) as ctl,
     ):
         agents.up(name, controller_api=ctl.api_path)
-        ways = variants(name)
+        ways = variants(name, x.link_bps(topo, SCALE))
         for r in range(rounds):
             order = list(ways) if r % 2 == 0 else list(reversed(ways))
             for way in order:

@@ -265,9 +265,9 @@ def block_factor(n: int) -> float:
     return min(1.0, FULL_RATE_HOSTS / n)
 
 
-def link_mbps(topo: Topology, cal: Calibration) -> float:
-    """The emulated rate of the topology's fastest links at ``cal``'s scale, Mbit/s."""
-    return max(link.capacity_bps for link in topo.links) * cal.link_scale / 1e6
+def link_bps(topo: Topology, scale: float) -> float:
+    """The emulated rate of the topology's fastest links at link scale ``scale``."""
+    return max(link.capacity_bps for link in topo.links) * scale
 
 
 def block_calibration(cal: Calibration, scale: float) -> Calibration:
@@ -309,7 +309,7 @@ def run_block(
             for library in libraries:
                 for way in WAYS:
                     job = f"bc-{tag}-{library}-{way}"
-                    env = way_env(name, library, way, job, link_mbps(topo, cal) * 1e6)
+                    env = way_env(name, library, way, job, link_bps(topo, scale))
                     with harness.CpuMonitor(name) as mon:
                         times, lines = run_sweep(
                             name, hosts, library, way, sizes, env, budget[library, way]
@@ -361,7 +361,6 @@ def run_ab(
     tag = f"{n}-ab"
     # each sweep: launch, one untimed and AB_DURATION_S of calls per size; latency-bound
     timeout_s = 60 + 4 * AB_DURATION_S * len(doubling(small))
-    rate_bps = max(link.capacity_bps for link in topo.links) * scale
     ab: dict[str, list[dict[str, dict[int, float]]]] = {}
     with harness.cluster(workdir, topo, name, tag, len(topo.switches), scale) as ctl:
         agents.up(name, controller_api=ctl.api_path)
@@ -370,7 +369,7 @@ def run_ab(
                 this: dict[str, dict[int, float]] = {}
                 for way in ab_order(r):
                     job = f"bc-{tag}-{library}-{way}-{r}"
-                    env = way_env(name, library, way, job, rate_bps)
+                    env = way_env(name, library, way, job, link_bps(topo, scale))
                     this[way], _ = run_sweep(
                         name, hosts, library, way, small, env, timeout_s, AB_DURATION_S
                     )
@@ -403,7 +402,7 @@ def ab_rows(
             paired = [b / a for a, b in zip(plain, inter, strict=True)]
             out.append({
                 "hosts": n, "scenario": "ab", "library": library, "size_bytes": size,
-                "link_mbps": link_mbps(topo, cal),
+                "link_mbps": link_bps(topo, cal.link_scale) / 1e6,
                 "rounds": len(per),
                 "median_s": {"library": _median(plain), "replicated": _median(inter)},
                 "predicted_s": point.library_s,
@@ -438,7 +437,7 @@ def rows_of(
                 "scenario": scenario,
                 "library": library,
                 "size_bytes": size,
-                "link_mbps": link_mbps(topo, cal),
+                "link_mbps": link_bps(topo, cal.link_scale) / 1e6,
                 "algorithm": point.algorithm,
                 "measured_s": {"library": lib_s, "replicated": rep_s},
                 "predicted_s": {"library": point.library_s, "replicated": rep_pred},
@@ -518,7 +517,8 @@ def experiment(
         for n, scenario, factor in blocks:
             bscale = scale * factor
             if factor != 1.0:
-                log(f"{n}-{scenario}: links at {bscale * 1e3:g} Mbit/s ({factor:g} of the scale)")
+                mbps = link_bps(topo, bscale) / 1e6
+                log(f"{n}-{scenario}: links at {mbps:g} Mbit/s ({factor:g} of the scale)")
             if scenario == "ab":
                 block = run_ab(Path(tmp), topo, n, libraries, sizes, ab_rounds, bscale)
             else:

@@ -134,12 +134,18 @@ class FlowSet:
             return np.zeros(len(self), dtype=np.bool_)
         return self.rendezvous(protocol)
 
+    def point_to_point(self) -> BoolArray:
+        """Flows that are MPI messages between two ranks, which the point-to-point
+        protocol governs (not host-level demands, nor a replicated transfer, which has
+        its own)."""
+        ranked: BoolArray = (self.src_rank >= 0) & (self.dst_rank >= 0)
+        if self.replicas is not None:
+            ranked &= ~self.replicas.mask(len(self))
+        return ranked
+
     def rendezvous(self, protocol: Protocol) -> BoolArray:
         """Flows between ranks whose messages ``protocol`` sends by rendezvous."""
-        ranked = (self.src_rank >= 0) & (self.dst_rank >= 0)
-        if self.replicas is not None:  # a replicated transfer has its own protocol
-            ranked &= ~self.replicas.mask(len(self))
-        out: BoolArray = protocol.rendezvous(self.message_bytes) & ranked
+        out: BoolArray = protocol.rendezvous(self.message_bytes) & self.point_to_point()
         return out
 
     @property
@@ -502,25 +508,16 @@ def with_handshake_queues(
     >>> with_handshake_queues(pair, proto, 3000, np.full(3, 8e3)).latency_s.tolist()
     [0.0, 0.0]
     """
-    ranked = (flowset.src_rank >= 0) & (flowset.dst_rank >= 0)
-    ranked &= flowset.src_rank != flowset.dst_rank
-    if flowset.replicas is not None:
-        ranked &= ~flowset.replicas.mask(len(flowset))
-    rdv = np.flatnonzero(protocol.rendezvous(flowset.message_bytes) & ranked)
+    rdv = np.flatnonzero(flowset.rendezvous(protocol) & (flowset.src_rank != flowset.dst_rank))
     if not rdv.size or queue_bytes <= 0:
         return flowset
     nranks = int(max(flowset.src_rank.max(initial=0), flowset.dst_rank.max(initial=0))) + 1
     phase, src, dst = flowset.phase[rdv], flowset.src_rank[rdv], flowset.dst_rank[rdv]
     sender = phase * nranks + src  # (phase, rank) sending a rendezvous message
-    link = sender * nranks + dst  # (phase, rank, peer)
-    senders, sends = np.unique(sender, return_counts=True)
-    links, link_sends = np.unique(link, return_counts=True)
     receiver = phase * nranks + dst
-    at = np.minimum(np.searchsorted(senders, receiver), senders.size - 1)
-    out = np.where(senders[at] == receiver, sends[at], 0)  # the receiver's sends
-    back = (receiver * nranks) + src  # ... of them, those to this flow's sender
-    at = np.minimum(np.searchsorted(links, back), links.size - 1)
-    out_back = np.where(links[at] == back, link_sends[at], 0)
+    # the receiver's rendezvous sends in the phase, and of them those back to the sender
+    out = _occurrences(sender, receiver)
+    out_back = _occurrences(sender * nranks + dst, receiver * nranks + src)
     busy = rdv[out > out_back]
     if not busy.size:
         return flowset
@@ -530,6 +527,14 @@ def with_handshake_queues(
     latency = flowset.latency_s.copy()
     latency[busy] += queue_bytes * 8.0 / rate
     return dataclasses.replace(flowset, latency_s=latency)
+
+
+def _occurrences(keys: IntArray, query: IntArray) -> IntArray:
+    """How many times each of ``query`` occurs in ``keys``."""
+    uniq, counts = np.unique(keys, return_counts=True)
+    at = np.minimum(np.searchsorted(uniq, query), uniq.size - 1)
+    out: IntArray = np.where(uniq[at] == query, counts[at], 0)
+    return out
 
 
 def concurrent_exchanges(flowset: FlowSet, protocol: Protocol) -> tuple[BoolArray, IntArray]:
@@ -620,9 +625,7 @@ def rank_steps(
         sides, waits, more = flowset.replicas.sides(flow, sides, waits)
     deps = _rank_groups(sides, waits, step, step_phase.size, more, members)
     if protocol is not None and protocol.release == "sender":
-        ranked = (src >= 0) & (dst >= 0) & (src != dst)
-        if flowset.replicas is not None:
-            ranked &= ~flowset.replicas.mask(len(flowset))[flow]
+        ranked = flowset.point_to_point()[flow] & (src != dst)
         small = flowset.message_bytes[flow] <= FIFO_MAX_BYTES
         fifo = sender_fifo_deps(src, step, eager & ranked & small)
         deps = deps.merged(fifo) if fifo.ngroups else deps

@@ -65,7 +65,7 @@ waits for the last byte, as the plain model has it.  A rank's small eager messag
 after the other, as they enter the host's FIFO queue whole: without that, the root of a
 binomial Bcast, which receives nothing, sent all its steps' messages at once and the
 model was 1.5-2.4x over MPICH's Bcast from 4 to 256 KiB on the emulated fabric
-(docs/bcast.md, "MPICH's own Bcast at 20 ranks"; 2026-11-29).  Measured on 2026-11-28
+(docs/bcast.md, "The libraries' Bcast at eager sizes"; 2026-11-29).  Measured on 2026-11-28
 (``scripts/probe_drift.py``: eight Open MPI ranks on contention-free routes, full-duplex
 settings, 1 MiB Allreduce): 2.32-2.35 s; predicted 1.77 s in lockstep, 1.98 s with
 the measured variation of exchange times (``Calibration.exchange_cv``, 0.045) but
